@@ -214,7 +214,8 @@ def _from_union_value(raw: Any) -> models.OdfModel:
         raw = raw.value
     name = type(raw).__name__.removesuffix("T")
     model_class: type[models.OdfModel] = getattr(models, name)
-    return _from_table(raw, model_class)
+    value: models.OdfModel = _from_table(raw, model_class)
+    return value
 
 
 @cache

@@ -52,10 +52,8 @@ def _is_rfc3339_date_time(instance: object) -> bool:
         return False
     if hour > 23 or minute > 59 or second > 60:  # 60 allows a leap second
         return False
-    if match.group(9) is not None:
-        if int(match.group(9)) > 23 or int(match.group(10)) > 59:
-            return False
-    return True
+    offset_hour, offset_minute = match.group(9), match.group(10)
+    return offset_hour is None or (int(offset_hour) <= 23 and int(offset_minute) <= 59)
 
 
 def _is_uri(instance: object) -> bool:

@@ -45,7 +45,9 @@ class ManifestIssue:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.column}"
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
 
 
 class ManifestError(ValueError):
@@ -176,16 +178,18 @@ def _issue_from_pydantic(file: Path, root: yaml.Node, err: Any) -> ManifestIssue
         loc = (*loc, "kind")
     elif kind == "literal_error":
         message = f"{message}, got {err.get('input')!r}"
-    return _issue_at(file, root, loc, message)
+    return _issue_at(file, root, loc, message, at_key=kind == "extra_forbidden")
 
 
-def _issue_at(file: Path, root: yaml.Node, loc: tuple[str | int, ...], message: str) -> ManifestIssue:
-    node, path = _locate(root, loc)
+def _issue_at(
+    file: Path, root: yaml.Node, loc: tuple[str | int, ...], message: str, at_key: bool = False
+) -> ManifestIssue:
+    node, path = _locate(root, loc, at_key)
     mark = node.start_mark
     return ManifestIssue(file, mark.line + 1, mark.column + 1, path, message)
 
 
-def _locate(root: yaml.Node, loc: tuple[str | int, ...]) -> tuple[yaml.Node, str]:
+def _locate(root: yaml.Node, loc: tuple[str | int, ...], at_key: bool) -> tuple[yaml.Node, str]:
     """The deepest YAML node on ``loc`` and the field path to show.
 
     Pydantic puts union tags (``SetPollingSource``) into error locations; they are not
@@ -194,17 +198,17 @@ def _locate(root: yaml.Node, loc: tuple[str | int, ...]) -> tuple[yaml.Node, str
     """
     node, path = root, ""
     for part in loc:
-        if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if part < len(node.value):
-                node, path = node.value[part], f"{path}[{part}]"
-                continue
+        in_sequence = isinstance(node, yaml.SequenceNode) and isinstance(part, int)
+        if in_sequence and int(part) < len(node.value):
+            node, path = node.value[int(part)], f"{path}[{part}]"
+            continue
         if isinstance(node, yaml.MappingNode) and isinstance(part, str):
             pair = next((kv for kv in node.value if kv[0].value == part), None)
             if pair is not None:
                 key, value = pair
                 path = f"{path}.{part}" if path else part
-                # A bad or unknown key is best shown at the key; a bad value at the value.
-                node = value if part != loc[-1] else key
+                # An unknown key is shown at the key, anything else at its value.
+                node = key if at_key and part == loc[-1] else value
                 continue
             if _is_union_tag(node, part):
                 continue
@@ -263,7 +267,11 @@ def _strip(annotation: Any) -> Any:
 
 
 def _variants(annotation: Any) -> list[type[models.OdfModel]]:
-    return [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, models.OdfModel)]
+    return [
+        a
+        for a in typing.get_args(annotation)
+        if isinstance(a, type) and issubclass(a, models.OdfModel)
+    ]
 
 
 def _as_model(annotation: Any) -> type[models.OdfModel] | None:

@@ -54,7 +54,7 @@ class OdfModel(BaseModel):
     )
 
 
-class OdfEnum(str, enum.Enum):
+class OdfEnum(enum.StrEnum):
     """An ODF enum, written by name; lookup ignores case as kamu's YAML reader does."""
 
     @classmethod

@@ -70,7 +70,9 @@ class Multihash(str):
 
     @classmethod
     def from_digest(cls, digest: bytes, code: int = SHA3_256) -> Multihash:
-        prefix = _SHA3_PREFIX if code == SHA3_256 else varint.encode(code) + varint.encode(len(digest))
+        prefix = (
+            _SHA3_PREFIX if code == SHA3_256 else varint.encode(code) + varint.encode(len(digest))
+        )
         return str.__new__(cls, "f" + (prefix + digest).hex())
 
     @classmethod
@@ -117,7 +119,9 @@ class DatasetId(str):
     def from_bytes(cls, data: bytes) -> DatasetId:
         code, size = varint.decode_raw(data)[:2]
         if code != ED25519_PUB:
-            raise ValueError(f"dataset id must hold an ed25519 public key (0xed), got code {code:#x}")
+            raise ValueError(
+                f"dataset id must hold an ed25519 public key (0xed), got code {code:#x}"
+            )
         if len(data) - size != 32:
             raise ValueError(f"dataset id key must be 32 bytes, got {len(data) - size}")
         return str.__new__(cls, cls.PREFIX + "f" + data.hex())
@@ -148,7 +152,8 @@ class DatasetId(str):
         return self.to_bytes()[len(_ED25519_PREFIX) :]
 
     def to_did_key(self) -> str:
-        return "did:key:" + multibase.encode(self.to_bytes(), "base58btc")
+        encoded: str = multibase.encode(self.to_bytes(), "base58btc")
+        return "did:key:" + encoded
 
     @classmethod
     def __get_pydantic_core_schema__(

@@ -69,7 +69,9 @@ class Timestamp:
         return cls(*divmod(nanos, _NANOS))
 
     @classmethod
-    def from_fields(cls, year: int, ordinal: int, seconds_from_midnight: int, nanos: int) -> Timestamp:
+    def from_fields(
+        cls, year: int, ordinal: int, seconds_from_midnight: int, nanos: int
+    ) -> Timestamp:
         """Build from the FlatBuffers ``Timestamp`` struct (day-of-year form)."""
         day = dt.datetime(year, 1, 1, tzinfo=dt.UTC) + dt.timedelta(days=ordinal - 1)
         return cls(int((day - _EPOCH).total_seconds()) + seconds_from_midnight, nanos)
@@ -100,7 +102,9 @@ class Timestamp:
 
     def isoformat(self) -> str:
         """RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits, as few as keep it exact."""
-        base = (_EPOCH + dt.timedelta(seconds=self.seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+        t = _EPOCH + dt.timedelta(seconds=self.seconds)
+        # Not strftime: its %Y does not zero-pad years before 1000 on every platform.
+        base = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
         n = self.nanos
         if n == 0:
             frac = ""

@@ -1,0 +1,514 @@
+"""Metadata chain rules, as a pure fold over blocks.
+
+``ChainState`` is what a chain amounts to after its blocks: identity, counters, the
+current definition (sources, transform, vocabulary, info…) and the data cursor. Each
+append is checked against the state by ``validate_append``, which raises a distinct
+error per rule (the rules kamu-cli enforces, ``shared/odf/ENGINE-SEMANTICS.md`` §3.1,
+plus no-op rejection for every "set" event); ``ChainState.apply`` then gives the next
+state. Verification of a whole chain is the same fold from the Seed, and the plan reads
+the current definition from the same state, so the rules live in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import models
+from .models import DatasetKind, MetadataBlock
+from .multiformat import DatasetId, Multihash
+from .timestamps import Timestamp
+
+
+class ChainRuleError(ValueError):
+    """A block breaks a metadata chain rule; ``rule`` names it for people and machines."""
+
+    rule = "chain-rule"
+
+    def __init__(self, message: str, *, sequence_number: int | None = None) -> None:
+        self.sequence_number = sequence_number
+        prefix = f"block #{sequence_number}: " if sequence_number is not None else ""
+        super().__init__(f"{prefix}{message}")
+
+
+class SeedNotFirstError(ChainRuleError):
+    rule = "seed-block-order"
+
+
+class FirstBlockNotSeedError(ChainRuleError):
+    rule = "seed-block-order"
+
+
+class SequenceNumberError(ChainRuleError):
+    rule = "sequence-numbers"
+
+
+class PrevBlockNotFoundError(ChainRuleError):
+    rule = "prev-block-exists"
+
+
+class SystemTimeNotMonotonicError(ChainRuleError):
+    rule = "system-time-monotonic"
+
+
+class WatermarkNotMonotonicError(ChainRuleError):
+    rule = "watermark-monotonic"
+
+
+class OffsetsNotSequentialError(ChainRuleError):
+    rule = "offsets-sequential"
+
+
+class CheckpointMismatchError(ChainRuleError):
+    rule = "checkpoints-chained"
+
+
+class DataSchemaMissingError(ChainRuleError):
+    rule = "schema-before-data"
+
+
+class TransformMissingError(ChainRuleError):
+    rule = "transform-before-execute"
+
+
+class TransformInputsError(ChainRuleError):
+    rule = "transform-inputs"
+
+
+class TransformNotNormalizedError(ChainRuleError):
+    rule = "transform-normalized"
+
+
+class DatasetKindMismatchError(ChainRuleError):
+    rule = "dataset-kind"
+
+
+class SourceConflictError(ChainRuleError):
+    rule = "sources"
+
+
+class NoOpEventError(ChainRuleError):
+    rule = "no-op-event"
+
+
+@dataclass(frozen=True)
+class InputCursor:
+    """How far a derivative has consumed one input: the last block and offset used."""
+
+    block_hash: Multihash | None = None
+    offset: int | None = None
+
+
+@dataclass(frozen=True)
+class ChainState:
+    """A chain folded up to ``head``; the empty state stands before the Seed."""
+
+    head: Multihash | None = None
+    sequence_number: int = -1
+    system_time: Timestamp | None = None
+    dataset_id: DatasetId | None = None
+    kind: DatasetKind | None = None
+    watermark: Timestamp | None = None
+    last_offset: int | None = None
+    checkpoint: Multihash | None = None
+    data_schema: bytes | None = None
+    polling_source: models.SetPollingSource | None = None
+    push_sources: dict[str, models.AddPushSource] = field(default_factory=dict)
+    transform: models.SetTransform | None = None
+    vocab: models.SetVocab | None = None
+    info: models.SetInfo | None = None
+    license: models.SetLicense | None = None
+    attachments: models.SetAttachments | None = None
+    source_states: dict[str, models.SourceState] = field(default_factory=dict)
+    inputs: dict[DatasetId, InputCursor] = field(default_factory=dict)
+    input_order: tuple[DatasetId, ...] = ()
+    data_blocks: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return self.head is None
+
+    @property
+    def next_offset(self) -> int:
+        return 0 if self.last_offset is None else self.last_offset + 1
+
+    def vocabulary(self) -> models.DatasetVocabulary:
+        """System column names, with SetVocab overrides applied."""
+        overrides = {
+            k: v
+            for k, v in (self.vocab.model_dump(exclude={"kind"}) if self.vocab else {}).items()
+            if v
+        }
+        return models.DatasetVocabulary(**overrides)
+
+    def apply(self, block: MetadataBlock, block_hash: Multihash) -> ChainState:
+        """The state after ``block``; assumes ``validate_append`` accepted it."""
+        changes: dict[str, Any] = {
+            "head": block_hash,
+            "sequence_number": block.sequence_number,
+            "system_time": block.system_time,
+        }
+        event = block.event
+        match event:
+            case models.Seed():
+                changes |= {"dataset_id": event.dataset_id, "kind": event.dataset_kind}
+            case models.AddData() | models.ExecuteTransform():
+                changes |= _data_changes(self, event)
+            case models.SetPollingSource():
+                changes["polling_source"] = event
+            case models.DisablePollingSource():
+                changes["polling_source"] = None
+            case models.AddPushSource():
+                changes["push_sources"] = {**self.push_sources, event.source_name: event}
+            case models.DisablePushSource():
+                changes["push_sources"] = {
+                    k: v for k, v in self.push_sources.items() if k != event.source_name
+                }
+            case models.SetTransform():
+                changes["transform"] = event
+            case models.SetVocab():
+                changes["vocab"] = event
+            case models.SetInfo():
+                changes["info"] = event
+            case models.SetLicense():
+                changes["license"] = event
+            case models.SetAttachments():
+                changes["attachments"] = event
+            case models.SetDataSchema():
+                changes["data_schema"] = event.schema_
+        return replace(self, **changes)
+
+
+def _data_changes(
+    state: ChainState, event: models.AddData | models.ExecuteTransform
+) -> dict[str, Any]:
+    changes: dict[str, Any] = {"data_blocks": state.data_blocks + 1}
+    if event.new_data is not None:
+        changes["last_offset"] = event.new_data.offset_interval.end
+    changes["checkpoint"] = _new_checkpoint(event)
+    if event.new_watermark is not None:
+        changes["watermark"] = event.new_watermark
+    if isinstance(event, models.AddData) and event.new_source_state is not None:
+        state_ = event.new_source_state
+        changes["source_states"] = {**state.source_states, state_.source_name: state_}
+    if isinstance(event, models.ExecuteTransform):
+        inputs = dict(state.inputs)
+        for qi in event.query_inputs:
+            prev = inputs.get(qi.dataset_id, InputCursor())
+            inputs[qi.dataset_id] = InputCursor(
+                qi.new_block_hash or prev.block_hash,
+                qi.new_offset if qi.new_offset is not None else prev.offset,
+            )
+        changes["inputs"] = inputs
+        changes["input_order"] = tuple(qi.dataset_id for qi in event.query_inputs)
+    return changes
+
+
+def _new_checkpoint(event: models.AddData | models.ExecuteTransform) -> Multihash | None:
+    """The checkpoint after a data block: its own, or none (kamu does not carry one over)."""
+    return event.new_checkpoint.physical_hash if event.new_checkpoint is not None else None
+
+
+def validate_append(state: ChainState, block: MetadataBlock) -> None:
+    """Raise the rule's error if ``block`` cannot follow ``state``."""
+    seq = block.sequence_number
+    _check_linkage(state, block)
+    if state.system_time is not None and block.system_time < state.system_time:
+        raise SystemTimeNotMonotonicError(
+            f"system time {block.system_time} is earlier than the previous block's "
+            f"{state.system_time}",
+            sequence_number=seq,
+        )
+    check = _EVENT_CHECKS.get(type(block.event))
+    if check is not None:
+        check(state, block.event, seq)
+
+
+def _check_linkage(state: ChainState, block: MetadataBlock) -> None:
+    seq = block.sequence_number
+    is_seed = isinstance(block.event, models.Seed)
+    if state.is_empty:
+        if not is_seed:
+            raise FirstBlockNotSeedError(
+                "the first block of a chain must be a Seed", sequence_number=seq
+            )
+        if block.prev_block_hash is not None:
+            raise SeedNotFirstError(
+                f"the Seed block cannot reference a previous block ({block.prev_block_hash})",
+                sequence_number=seq,
+            )
+        if seq != 0:
+            raise SequenceNumberError(
+                f"the Seed block must have sequence number 0, got {seq}", sequence_number=seq
+            )
+        return
+    if is_seed:
+        raise SeedNotFirstError("a Seed block can only start a chain", sequence_number=seq)
+    if block.prev_block_hash is None:
+        raise FirstBlockNotSeedError(
+            "the block does not reference a previous block, but only a Seed can start a chain",
+            sequence_number=seq,
+        )
+    if block.prev_block_hash != state.head:
+        raise PrevBlockNotFoundError(
+            f"previous block {block.prev_block_hash} is not the head of the chain ({state.head})",
+            sequence_number=seq,
+        )
+    if seq != state.sequence_number + 1:
+        raise SequenceNumberError(
+            f"sequence number {seq} does not follow {state.sequence_number}", sequence_number=seq
+        )
+
+
+def _require_kind(state: ChainState, kind: DatasetKind, event: Any, seq: int) -> None:
+    if state.kind != kind:
+        raise DatasetKindMismatchError(
+            f"{event.kind} is only valid in a {kind.value} dataset, this one is "
+            f"{state.kind.value if state.kind else 'unknown'}",
+            sequence_number=seq,
+        )
+
+
+def _check_normalized(transform: models.TransformSql | None, seq: int) -> None:
+    """A stored transform holds ``queries`` only, with aliases on all but the last step."""
+    if transform is None:
+        return
+    if transform.query is not None:
+        raise TransformNotNormalizedError(
+            "a stored transform must use 'queries', not 'query'", sequence_number=seq
+        )
+    steps = transform.queries or []
+    if not steps:
+        raise TransformNotNormalizedError(
+            "a transform needs at least one query", sequence_number=seq
+        )
+    if steps[-1].alias is not None:
+        raise TransformNotNormalizedError(
+            "the last query is the output and must have no alias", sequence_number=seq
+        )
+    if any(s.alias is None for s in steps[:-1]):
+        raise TransformNotNormalizedError(
+            "every query but the last must have an alias", sequence_number=seq
+        )
+
+
+def _check_not_noop(current: Any, event: Any, seq: int) -> None:
+    if current == event:
+        raise NoOpEventError(f"{event.kind} is identical to the current one", sequence_number=seq)
+
+
+def _check_polling_source(state: ChainState, event: models.SetPollingSource, seq: int) -> None:
+    _require_kind(state, DatasetKind.ROOT, event, seq)
+    _check_normalized(event.preprocess, seq)
+    if state.push_sources:
+        raise SourceConflictError(
+            "a polling source cannot be set while push sources are active: "
+            + ", ".join(sorted(state.push_sources)),
+            sequence_number=seq,
+        )
+    _check_not_noop(state.polling_source, event, seq)
+
+
+def _check_push_source(state: ChainState, event: models.AddPushSource, seq: int) -> None:
+    _require_kind(state, DatasetKind.ROOT, event, seq)
+    _check_normalized(event.preprocess, seq)
+    if state.polling_source is not None:
+        raise SourceConflictError(
+            "a push source cannot be added while a polling source is active", sequence_number=seq
+        )
+    _check_not_noop(state.push_sources.get(event.source_name), event, seq)
+
+
+def _check_disable_polling(state: ChainState, event: models.DisablePollingSource, seq: int) -> None:
+    if state.polling_source is None:
+        raise NoOpEventError("there is no active polling source to disable", sequence_number=seq)
+
+
+def _check_disable_push(state: ChainState, event: models.DisablePushSource, seq: int) -> None:
+    if event.source_name not in state.push_sources:
+        raise NoOpEventError(
+            f"there is no active push source named {event.source_name!r}", sequence_number=seq
+        )
+
+
+def _check_set_transform(state: ChainState, event: models.SetTransform, seq: int) -> None:
+    _require_kind(state, DatasetKind.DERIVATIVE, event, seq)
+    if not event.inputs:
+        raise TransformInputsError("a transform needs at least one input", sequence_number=seq)
+    seen: set[DatasetId] = set()
+    for i, inp in enumerate(event.inputs):
+        try:
+            dataset_id = DatasetId.parse(inp.dataset_ref)
+        except ValueError:
+            raise TransformInputsError(
+                f"input {i} ({inp.dataset_ref!r}) must be resolved to a dataset id",
+                sequence_number=seq,
+            ) from None
+        if inp.alias is None:
+            raise TransformInputsError(
+                f"input {i} ({inp.dataset_ref}) has no alias", sequence_number=seq
+            )
+        if dataset_id in seen:
+            raise TransformInputsError(f"input {dataset_id} appears twice", sequence_number=seq)
+        seen.add(dataset_id)
+    _check_normalized(event.transform, seq)
+    _check_not_noop(state.transform, event, seq)
+
+
+def _check_data_common(
+    state: ChainState, event: models.AddData | models.ExecuteTransform, seq: int
+) -> None:
+    if event.new_data is not None:
+        if state.data_schema is None:
+            raise DataSchemaMissingError(
+                "a SetDataSchema block must come before the first data", sequence_number=seq
+            )
+        interval = event.new_data.offset_interval
+        if interval.start != state.next_offset:
+            raise OffsetsNotSequentialError(
+                f"new data starts at offset {interval.start}, expected {state.next_offset}",
+                sequence_number=seq,
+            )
+        if interval.end < interval.start:
+            raise OffsetsNotSequentialError(
+                f"offset interval [{interval.start}, {interval.end}] is empty", sequence_number=seq
+            )
+    if event.prev_offset != state.last_offset:
+        raise OffsetsNotSequentialError(
+            f"prevOffset {event.prev_offset} does not match the chain's last offset "
+            f"{state.last_offset}",
+            sequence_number=seq,
+        )
+    if event.prev_checkpoint != state.checkpoint:
+        raise CheckpointMismatchError(
+            f"prevCheckpoint {event.prev_checkpoint} does not match the last checkpoint "
+            f"{state.checkpoint}",
+            sequence_number=seq,
+        )
+    if state.watermark is not None:
+        if event.new_watermark is None:
+            raise WatermarkNotMonotonicError(
+                f"the watermark was {state.watermark} and cannot be dropped", sequence_number=seq
+            )
+        if event.new_watermark < state.watermark:
+            raise WatermarkNotMonotonicError(
+                f"watermark {event.new_watermark} is earlier than {state.watermark}",
+                sequence_number=seq,
+            )
+
+
+def _check_add_data(state: ChainState, event: models.AddData, seq: int) -> None:
+    _require_kind(state, DatasetKind.ROOT, event, seq)
+    _check_data_common(state, event, seq)
+    new_state = event.new_source_state
+    advances = (
+        event.new_data is not None
+        or _new_checkpoint(event) != state.checkpoint
+        or (event.new_watermark is not None and event.new_watermark != state.watermark)
+        or (new_state is not None and state.source_states.get(new_state.source_name) != new_state)
+    )
+    if not advances:
+        raise NoOpEventError(
+            "AddData neither adds data nor advances the checkpoint, watermark or source state",
+            sequence_number=seq,
+        )
+
+
+def _check_execute_transform(state: ChainState, event: models.ExecuteTransform, seq: int) -> None:
+    _require_kind(state, DatasetKind.DERIVATIVE, event, seq)
+    if state.transform is None:
+        raise TransformMissingError(
+            "ExecuteTransform needs a SetTransform earlier in the chain", sequence_number=seq
+        )
+    _check_data_common(state, event, seq)
+    expected = [DatasetId.parse(i.dataset_ref) for i in state.transform.inputs]
+    actual = [qi.dataset_id for qi in event.query_inputs]
+    if actual != expected and actual != list(state.input_order):
+        raise TransformInputsError(
+            "query inputs must follow the SetTransform's inputs in order", sequence_number=seq
+        )
+    moved = False
+    for qi in event.query_inputs:
+        cursor = state.inputs.get(qi.dataset_id, InputCursor())
+        _check_input_interval(qi, cursor, seq)
+        moved = moved or qi.new_block_hash is not None
+    advances = (
+        event.new_data is not None
+        or _new_checkpoint(event) != state.checkpoint
+        or (event.new_watermark is not None and event.new_watermark != state.watermark)
+        or moved
+    )
+    if not advances:
+        raise NoOpEventError(
+            "ExecuteTransform neither adds data nor advances the checkpoint, watermark or inputs",
+            sequence_number=seq,
+        )
+
+
+def _check_input_interval(qi: models.ExecuteTransformInput, cursor: InputCursor, seq: int) -> None:
+    name = qi.dataset_id
+    if qi.prev_block_hash != cursor.block_hash:
+        raise TransformInputsError(
+            f"input {name}: prevBlockHash {qi.prev_block_hash} is not where the last transform "
+            f"stopped ({cursor.block_hash})",
+            sequence_number=seq,
+        )
+    if qi.prev_offset != cursor.offset:
+        raise TransformInputsError(
+            f"input {name}: prevOffset {qi.prev_offset} is not where the last transform stopped "
+            f"({cursor.offset})",
+            sequence_number=seq,
+        )
+    if qi.new_block_hash is not None and qi.new_block_hash == qi.prev_block_hash:
+        raise TransformInputsError(
+            f"input {name}: newBlockHash equals prevBlockHash", sequence_number=seq
+        )
+    if qi.new_offset is not None:
+        if qi.new_block_hash is None:
+            raise TransformInputsError(
+                f"input {name}: newOffset is set without newBlockHash", sequence_number=seq
+            )
+        if qi.new_offset == qi.prev_offset or (
+            qi.prev_offset is not None and qi.new_offset < qi.prev_offset
+        ):
+            raise TransformInputsError(
+                f"input {name}: newOffset {qi.new_offset} does not advance past {qi.prev_offset}",
+                sequence_number=seq,
+            )
+
+
+def _check_data_schema(state: ChainState, event: models.SetDataSchema, seq: int) -> None:
+    if state.data_schema == event.schema_:
+        raise NoOpEventError("the new schema is identical to the current one", sequence_number=seq)
+
+
+def _check_setter(attribute: str) -> Any:
+    def check(state: ChainState, event: Any, seq: int) -> None:
+        _check_not_noop(getattr(state, attribute), event, seq)
+
+    return check
+
+
+_EVENT_CHECKS: dict[type, Any] = {
+    models.AddData: _check_add_data,
+    models.ExecuteTransform: _check_execute_transform,
+    models.SetPollingSource: _check_polling_source,
+    models.AddPushSource: _check_push_source,
+    models.DisablePollingSource: _check_disable_polling,
+    models.DisablePushSource: _check_disable_push,
+    models.SetTransform: _check_set_transform,
+    models.SetDataSchema: _check_data_schema,
+    models.SetVocab: _check_setter("vocab"),
+    models.SetInfo: _check_setter("info"),
+    models.SetLicense: _check_setter("license"),
+    models.SetAttachments: _check_setter("attachments"),
+}
+
+
+def fold(blocks: list[tuple[Multihash, MetadataBlock]]) -> ChainState:
+    """Validate and fold blocks given oldest first; raises the first rule broken."""
+    state = ChainState()
+    for block_hash, block in blocks:
+        validate_append(state, block)
+        state = state.apply(block, block_hash)
+    return state

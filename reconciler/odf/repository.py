@@ -1,0 +1,267 @@
+"""ODF datasets on a local file system, in the standard layout.
+
+One folder per dataset: ``blocks/<hash>``, ``refs/head`` (the head hash, no newline),
+``data/<physical hash>``, ``checkpoints/<physical hash>`` and ``info/``. Every file is
+written to a ``.pending-*`` temporary, fsynced and renamed, so a crash never leaves a
+half-written object; blocks and data are content-addressed and written before the head
+moves; and the head moves by compare-and-swap under a lock, so two writers can never
+lose each other's blocks. This module is the only place chains touch the disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import chain
+from .codec import DEFAULT_VERSION, decode_block, encode_block
+from .hashing import block_hash, physical_hash
+from .models import AnyEvent, MetadataBlock
+from .multiformat import Multihash
+from .timestamps import Timestamp
+
+
+class RepositoryError(Exception):
+    """Base of storage errors."""
+
+
+class BlockNotFoundError(RepositoryError):
+    def __init__(self, dataset: Path, hash_: str) -> None:
+        self.dataset, self.hash = dataset, hash_
+        super().__init__(f"{dataset}: block {hash_} not found")
+
+
+class BlockHashMismatchError(RepositoryError):
+    """A stored block's bytes do not hash to its name: the file was altered."""
+
+    def __init__(self, dataset: Path, expected: str, actual: str) -> None:
+        self.dataset, self.expected, self.actual = dataset, expected, actual
+        super().__init__(f"{dataset}: block {expected} hashes to {actual}")
+
+
+class HeadMovedError(RepositoryError):
+    """Compare-and-swap of ``refs/head`` failed: another writer moved it first."""
+
+    def __init__(self, dataset: Path, expected: str | None, actual: str | None) -> None:
+        self.dataset, self.expected, self.actual = dataset, expected, actual
+        super().__init__(f"{dataset}: head is {actual}, expected {expected}")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` so that ``path`` holds either nothing or all of it, durably."""
+    tmp = path.parent / f".pending-{secrets.token_hex(8)}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class DatasetLayout:
+    """Paths of one dataset folder."""
+
+    root: Path
+
+    @property
+    def blocks(self) -> Path:
+        return self.root / "blocks"
+
+    @property
+    def refs(self) -> Path:
+        return self.root / "refs"
+
+    @property
+    def head_ref(self) -> Path:
+        return self.refs / "head"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def info(self) -> Path:
+        return self.root / "info"
+
+    def block(self, hash_: str) -> Path:
+        return self.blocks / hash_
+
+    def data_file(self, hash_: str) -> Path:
+        return self.data / hash_
+
+    def checkpoint_file(self, hash_: str) -> Path:
+        return self.checkpoints / hash_
+
+
+class Dataset:
+    """One dataset's chain and files. Reads are lock-free; head moves are serialised."""
+
+    def __init__(self, root: Path, manifest_version: int = DEFAULT_VERSION) -> None:
+        self.layout = DatasetLayout(Path(root))
+        self.manifest_version = manifest_version
+        self._state_cache: chain.ChainState | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.layout.root
+
+    def exists(self) -> bool:
+        return self.layout.head_ref.exists()
+
+    def head(self) -> Multihash | None:
+        try:
+            return Multihash.parse(self.layout.head_ref.read_text(encoding="ascii").strip())
+        except FileNotFoundError:
+            return None
+
+    def read_block_bytes(self, hash_: str) -> bytes:
+        try:
+            return self.layout.block(hash_).read_bytes()
+        except FileNotFoundError:
+            raise BlockNotFoundError(self.root, hash_) from None
+
+    def get_block(self, hash_: str, verify: bool = True) -> MetadataBlock:
+        """Read a block; with ``verify`` its bytes must hash to its name."""
+        data = self.read_block_bytes(hash_)
+        if verify:
+            actual = block_hash(data)
+            if actual != hash_:
+                raise BlockHashMismatchError(self.root, hash_, actual)
+        return decode_block(data)
+
+    def iter_blocks(
+        self, head: Multihash | None = None
+    ) -> Iterator[tuple[Multihash, MetadataBlock]]:
+        """Blocks from ``head`` (default: the current head) back to the Seed."""
+        current = head if head is not None else self.head()
+        while current is not None:
+            block = self.get_block(current)
+            yield current, block
+            current = block.prev_block_hash
+
+    def state(self) -> chain.ChainState:
+        """The validated state of the chain at its current head (cached per head)."""
+        head = self.head()
+        if self._state_cache is not None and self._state_cache.head == head:
+            return self._state_cache
+        blocks = list(self.iter_blocks(head))
+        blocks.reverse()
+        self._state_cache = chain.fold(blocks)
+        return self._state_cache
+
+    def append(self, block: MetadataBlock, expected_head: Multihash | None) -> Multihash:
+        """Validate ``block`` against the chain at ``expected_head``, store it, move the head.
+
+        Raises a ``chain.ChainRuleError`` when a rule is broken (nothing is written), or
+        ``HeadMovedError`` when another writer moved the head first (the block file may
+        stay behind; it is content-addressed and unreferenced, so harmless).
+        """
+        state = self.state()
+        if state.head != expected_head:
+            raise HeadMovedError(self.root, expected_head, state.head)
+        chain.validate_append(state, block)
+        data = encode_block(block, self.manifest_version)
+        hash_ = block_hash(data)
+        for folder in (self.layout.blocks, self.layout.refs):
+            folder.mkdir(parents=True, exist_ok=True)
+        path = self.layout.block(hash_)
+        if not path.exists():
+            write_atomic(path, data)
+        with self._head_lock():
+            actual = self.head()
+            if actual != expected_head:
+                raise HeadMovedError(self.root, expected_head, actual)
+            write_atomic(self.layout.head_ref, hash_.encode("ascii"))
+        self._state_cache = state.apply(block, hash_)
+        return hash_
+
+    def append_event(
+        self, event: AnyEvent, system_time: Timestamp, expected_head: Multihash | None = None
+    ) -> Multihash:
+        """Append one event after ``expected_head`` (default: the current head)."""
+        state = self.state() if expected_head is None else None
+        head = state.head if state is not None else expected_head
+        seq = (state.sequence_number if state is not None else self._sequence_of(head)) + 1
+        block = MetadataBlock(
+            system_time=system_time, prev_block_hash=head, sequence_number=seq, event=event
+        )
+        return self.append(block, head)
+
+    def _sequence_of(self, hash_: Multihash | None) -> int:
+        return -1 if hash_ is None else self.get_block(hash_).sequence_number
+
+    @contextlib.contextmanager
+    def _head_lock(self) -> Iterator[None]:
+        with open(self.layout.refs / ".lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def add_file(self, source: Path, kind: str = "data") -> tuple[Multihash, int]:
+        """Move a finished file into ``data/`` or ``checkpoints/`` under its physical hash."""
+        folder = self.layout.data if kind == "data" else self.layout.checkpoints
+        folder.mkdir(parents=True, exist_ok=True)
+        hash_ = physical_hash(source)
+        size = source.stat().st_size
+        target = folder / hash_
+        if target.exists():
+            source.unlink()
+        else:
+            # Through a ``.pending-*`` name, so that a copy across file systems is never
+            # seen (or left behind by a crash) half-written under the content hash.
+            tmp = folder / f".pending-{secrets.token_hex(8)}"
+            try:
+                shutil.move(source, tmp)
+                with open(tmp, "rb") as f:
+                    os.fsync(f.fileno())
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
+            _fsync_dir(folder)
+        return hash_, size
+
+    def write_alias(self, name: str) -> None:
+        """Record the dataset's name in ``info/alias`` as kamu does."""
+        self.layout.info.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.layout.info / "alias", name.encode("utf-8"))
+
+
+class OdfRepository:
+    """A folder of datasets, one subfolder per dataset name."""
+
+    def __init__(self, root: Path, manifest_version: int = DEFAULT_VERSION) -> None:
+        self.root = Path(root)
+        self.manifest_version = manifest_version
+
+    def dataset(self, name: str) -> Dataset:
+        return Dataset(self.root / name, self.manifest_version)
+
+    def names(self) -> list[str]:
+        """Names of the datasets that have a head, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / "refs" / "head").exists())
