@@ -1100,9 +1100,9 @@ def test_a_valid_root_chain_folds_and_exposes_its_projection(tmp_path: Path) -> 
     state = chain.state
     assert state.kind is ROOT
     assert state.dataset_id == chain.id
-    assert state.sequence_number == 8
+    assert state.sequence_number == 7
     assert state.head == chain.ds.head()
-    assert state.system_time == minute(9)
+    assert state.system_time == minute(8)
     assert state.polling_source == POLLING
     assert state.push_sources == {}
     assert state.data_schema == SCHEMA
@@ -1122,7 +1122,7 @@ def test_a_valid_root_chain_folds_and_exposes_its_projection(tmp_path: Path) -> 
 
     blocks = list(chain.ds.iter_blocks())
     blocks.reverse()
-    assert [b.sequence_number for _, b in blocks] == list(range(9))
+    assert [b.sequence_number for _, b in blocks] == list(range(8))
     assert fold(blocks) == state
     assert Dataset(chain.ds.root).state() == state
     # The fold is made of validate_append + apply, one block at a time.

@@ -105,17 +105,26 @@ class _PackedTimestamp:
 # --- Encoding ----------------------------------------------------------------------------
 
 
+@cache
+def _encode_plan(model_class: type[models.OdfModel]) -> tuple[type, list[tuple[str, str]]]:
+    """The table class and the (model field, table attribute) pairs, schema order."""
+    table_class = _table_class(model_class.__name__)
+    probe = table_class()
+    # The `kind` tag of a union member is not a table field, so it has no attribute.
+    fields = [(n, _attr(n)) for n in model_class.model_fields if hasattr(probe, _attr(n))]
+    return table_class, fields
+
+
 def _to_table(model: models.OdfModel, aligned: bool) -> Any:
-    table = _table_class(type(model).__name__)()
-    for name in type(model).model_fields:
+    table_class, fields = _encode_plan(type(model))
+    table = table_class()
+    unions = _union_members()
+    for name, attr in fields:
         value = getattr(model, name)
         if value is None:
             continue
-        attr = _attr(name)
-        if not hasattr(table, attr):  # the `kind` tag of a union member is not a table field
-            continue
-        if isinstance(value, models.OdfModel) and type(value).__name__ in _union_members():
-            setattr(table, attr + "Type", _union_members()[type(value).__name__][1])
+        if isinstance(value, models.OdfModel) and type(value).__name__ in unions:
+            setattr(table, attr + "Type", unions[type(value).__name__][1])
         setattr(table, attr, _to_fb_value(value, aligned))
     return table
 
@@ -230,12 +239,15 @@ def _decode_plan(model_class: type[models.OdfModel]) -> list[tuple[str, str, Con
 
 
 def _from_table(table: Any, model_class: type[models.OdfModel]) -> Any:
+    """Build the model without re-validating: every converter already returns a typed,
+    checked value (hashes, ids and timestamps validate on construction), and FlatBuffers
+    scalars cannot leave their declared ranges."""
     values = {}
     for name, attr, convert in _decode_plan(model_class):
         raw = getattr(table, attr)
         if raw is not None:
             values[name] = convert(raw)
-    return model_class.model_validate(values)
+    return model_class.model_construct(**values)
 
 
 def manifest_version(data: bytes) -> int:
