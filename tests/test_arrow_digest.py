@@ -26,18 +26,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconciler.odf import logical_hash
 from reconciler.odf.arrow_digest import (
-    LOGICAL_HASH_MULTIBASE_PREFIX,
     UnsupportedArrowTypeError,
     array_digest,
     array_preimage,
     arrow_digest,
-    logical_hash,
 )
 
+# shared/ sits beside the repository, here and in CI.
 VECTORS_PATH = Path(__file__).resolve().parents[2] / "shared/odf/vectors/arrow-digest-vectors.json"
-if not VECTORS_PATH.exists():  # the work tree may sit beside shared/ or inside it
-    VECTORS_PATH = Path("/work/shared/odf/vectors/arrow-digest-vectors.json")
 VECTORS: list[dict[str, Any]] = json.loads(VECTORS_PATH.read_text())["vectors"]
 
 I32 = bytes.fromhex("0100 01 2000000000000000")  # hash_data_type(Int32)
@@ -173,10 +171,7 @@ def test_golden_vector_is_reproduced(vector: dict[str, Any]) -> None:
     else:
         table = vector_table(vector["input"])
         assert logical_hash(table) == expected["logical_hash_multibase"]
-        assert (
-            LOGICAL_HASH_MULTIBASE_PREFIX + arrow_digest(table).hex()
-            == (expected["logical_hash_multibase"])
-        )
+        assert "f9680c00120" + arrow_digest(table).hex() == (expected["logical_hash_multibase"])
 
 
 def test_the_kamu_slice_vector_is_the_layout_kamu_writes() -> None:
@@ -416,9 +411,9 @@ def test_a_sliced_array_hashes_like_its_copy() -> None:
 
 
 def test_nullability_and_field_metadata_do_not_change_the_digest() -> None:
-    table = slice_like_table(20).drop_columns(["point"])
-    table = table.filter(pa.array([i % 3 != 0 for i in range(20)]))
-    stripped = table.drop_null()
+    # Rows without nulls, so that declaring every field non-nullable is truthful.
+    stripped = slice_like_table(40).drop_columns(["point", "population"]).drop_null()
+    assert stripped.num_rows > 0
     fields = [
         pa.field(f.name, f.type, nullable=False, metadata={"doc": f"about {f.name}"})
         for f in stripped.schema

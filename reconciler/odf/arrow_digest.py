@@ -8,9 +8,11 @@ stream (see ``shared/odf/BINARY-FORMAT.md`` section 4) rather than inventing a h
 
 Why it is vectorised: the reference walks values one by one in Rust. Doing the same in
 Python would cost seconds per million rows. SHA3 is a streaming hash, so instead we
-build, with numpy over whole Arrow buffers, the *exact* bytes the reference feeds to each
-column hasher (its "preimage") a chunk of elements at a time, and feed each chunk with one
-``update`` call. The preimage is identical, hence so is the digest.
+build the *exact* bytes the reference feeds to each column hasher (its "preimage") over
+whole Arrow buffers, with numpy (fixed-width values, null markers, booleans) and one
+pyarrow.compute kernel (length-prefixed strings, binaries and lists), a chunk of elements
+at a time, and feed each chunk with one ``update`` call. The preimage is identical, hence
+so is the digest.
 
 Preimage of one column (``ArrayDigestV0``), per element, after the type hash:
 
@@ -41,29 +43,26 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 if TYPE_CHECKING:  # typing only: the protocol hashlib's update() takes
     from _typeshed import ReadableBuffer
 
 __all__ = [
-    "LOGICAL_HASH_MULTIBASE_PREFIX",
     "UnsupportedArrowTypeError",
     "array_digest",
     "array_preimage",
     "arrow_digest",
-    "logical_hash",
 ]
 
 #: Multibase base16 prefix of the logical hash: ``f`` + varint(0x300016
 #: "arrow0-sha3-256") ``9680c001`` + digest length ``20``.
-LOGICAL_HASH_MULTIBASE_PREFIX = "f9680c00120"
 
-# Elements encoded per numpy pass: bounds the temporary memory of one pass (a few MB
+# Elements encoded per pass: bounds the temporary memory of one pass (a few MB
 # for typical columns) while keeping the per-pass Python overhead negligible.
 _CHUNK_ELEMENTS = 1 << 16
 
 _U64_MASK = (1 << 64) - 1
-_NULL_MARKER = b"\x00"
 
 # hash_data_type: type ids (u16 LE) from arrow-digest src/schema_digest.rs.
 _TYPE_INT = 1
@@ -132,7 +131,9 @@ def arrow_digest(data: pa.Table | pa.RecordBatch) -> bytes:
     """Return the raw 32-byte ``RecordDigestV0<Sha3_256>`` of a table or record batch.
 
     Each ChunkedArray chunk is streamed into its column hasher in order, so the result
-    equals feeding the reference one record batch per chunk.
+    equals feeding the reference one record batch per chunk. Chunking never matters,
+    except below a struct column with nulls, where the reference's validity combination
+    works per batch: to match kamu there, chunk such a table like kamu's record batches.
     """
     schema: pa.Schema = data.schema
     record = hashlib.sha3_256()
@@ -159,11 +160,6 @@ def arrow_digest(data: pa.Table | pa.RecordBatch) -> bytes:
         for hasher in column_leaves:
             record.update(hasher.digest())
     return record.digest()
-
-
-def logical_hash(data: pa.Table | pa.RecordBatch) -> str:
-    """Return the ODF logical hash as kamu prints it: ``f9680c00120`` + hex digest."""
-    return LOGICAL_HASH_MULTIBASE_PREFIX + arrow_digest(data).hex()
 
 
 def array_digest(array: pa.Array | pa.ChunkedArray) -> bytes:
@@ -420,7 +416,9 @@ def _encode(array: pa.Array, valid: Mask | None, field: str) -> tuple[Bytes, Len
     """Preimage bytes of a (normalised) array plus the byte length of each element.
 
     The per-element lengths let a list locate each sublist's bytes inside its child's
-    preimage. ``valid`` is the already-combined validity (``None`` = all valid).
+    preimage. ``valid`` is the already-combined validity (``None`` = all valid); the
+    array's own validity is not consulted again, because under the struct quirk a slot
+    the array marks null may count as valid (its hidden bytes are then hashed).
     """
     n = len(array)
     t = array.type
@@ -434,8 +432,7 @@ def _encode(array: pa.Array, valid: Mask | None, field: str) -> tuple[Bytes, Len
         raw = np.frombuffer(array.buffers()[1], dtype=np.uint8)[start : start + n * width]
         if valid is None:
             return raw, np.full(n, width, np.int64)
-        payload = raw.reshape(n, width)[valid].reshape(-1)
-        return _assemble(valid, None, payload, np.where(valid, width, 0))
+        return _fixed_cells(raw.reshape(n, width), valid)
 
     if types.is_boolean(t):
         values = _unpack_bits(array.buffers()[1], array.offset, n).view(np.uint8) + 1
@@ -451,39 +448,36 @@ def _encode(array: pa.Array, valid: Mask | None, field: str) -> tuple[Bytes, Len
     ):
         large = types.is_large_string(t) or types.is_large_binary(t)
         offsets = _offsets(array, np.int64 if large else np.int32)
-        lengths = np.diff(offsets)
         data_buffer = array.buffers()[2]
-        data = (
-            np.empty(0, np.uint8)
-            if data_buffer is None
-            else np.frombuffer(data_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
-        )
-        return _assemble_variable(valid, lengths, data, lengths)
+        data = pa.py_buffer(b"") if data_buffer is None else data_buffer
+        return _length_prefixed(valid, np.diff(offsets), offsets, data)
 
     if types.is_fixed_size_binary(t):
         width = t.byte_width
         start = array.offset * width
         raw = np.frombuffer(array.buffers()[1], dtype=np.uint8)[start : start + n * width]
-        lengths = np.full(n, width, np.int64)
-        payload = raw if valid is None else raw.reshape(n, width)[valid].reshape(-1)
-        return _assemble(valid, lengths, payload, _valid_only(lengths, valid))
+        cells = np.empty((n, 8 + width), np.uint8)
+        cells[:, :8] = np.frombuffer(_u64(width), np.uint8)
+        cells[:, 8:] = raw.reshape(n, width)
+        return _fixed_cells(cells, valid)
 
     if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t):
         if types.is_fixed_size_list(t):
-            size = t.list_size
-            offsets = (np.arange(n + 1, dtype=np.int64) + array.offset) * size
+            offsets = (np.arange(n + 1, dtype=np.int64) + array.offset) * t.list_size
         else:
             offsets = _offsets(array, np.int64 if types.is_large_list(t) else np.int32)
-        sublens = np.diff(offsets)
         base = int(offsets[0])
         child = _normalise(array.values.slice(base, int(offsets[-1]) - base), field)
         if pa.types.is_struct(child.type):
             raise UnsupportedArrowTypeError(f"{field}.item", child.type)
         # The reference calls update(sublist, None): items keep only their own nulls.
         child_data, child_lens = _encode(child, _own_validity(child), f"{field}.item")
-        ends = np.concatenate(([0], np.cumsum(child_lens)))
-        payload_lens = ends[offsets[1:] - base] - ends[offsets[:-1] - base]
-        return _assemble_variable(valid, sublens, child_data, payload_lens, child_lens)
+        item_ends = np.zeros(len(child_lens) + 1, np.int64)
+        np.cumsum(child_lens, out=item_ends[1:])
+        # Sublist i is the child bytes between the ends of its first and last items.
+        byte_offsets = item_ends[offsets - base]
+        data = pa.py_buffer(np.ascontiguousarray(child_data))
+        return _length_prefixed(valid, np.diff(offsets), byte_offsets, data)
 
     raise UnsupportedArrowTypeError(field, t)
 
@@ -495,73 +489,67 @@ def _offsets(array: pa.Array, dtype: type[np.int32] | type[np.int64]) -> Lengths
     return raw[array.offset : array.offset + n + 1].astype(np.int64)
 
 
-def _valid_only(lengths: Lengths, valid: Mask | None) -> Lengths:
-    return lengths if valid is None else np.where(valid, lengths, 0)
+def _fixed_cells(cells: npt.NDArray[np.uint8], valid: Mask | None) -> tuple[Bytes, Lengths]:
+    """Preimage of equal-size elements, given as the rows of ``cells``.
 
-
-def _assemble_variable(
-    valid: Mask | None,
-    headers: Lengths,
-    data: Bytes,
-    payload_lens: Lengths,
-    unit_lens: Lengths | None = None,
-) -> tuple[Bytes, Lengths]:
-    """Length-prefixed elements whose payloads lie back to back in ``data``.
-
-    Null elements' payloads (normally empty, but Arrow allows otherwise) are dropped
-    from ``data`` first: the reference never looks at them. ``unit_lens`` gives the
-    byte length of each unit (child item) of ``data`` when a unit is not one byte.
+    A null row shrinks to its first byte, set to ``00``: a 2-D boolean mask picks, in
+    row-major order, every byte of a valid row and the first byte of a null one.
     """
-    if valid is not None and bool((headers[~valid] != 0).any()):
-        keep = np.repeat(valid, headers)
-        if unit_lens is not None:
-            keep = np.repeat(keep, unit_lens)
-        data = data[keep]
-    return _assemble(valid, headers, data, _valid_only(payload_lens, valid))
-
-
-def _assemble(
-    valid: Mask | None, headers: Lengths | None, payload: Bytes, payload_lens: Lengths
-) -> tuple[Bytes, Lengths]:
-    """Interleave per-element prefixes with payloads into one preimage buffer.
-
-    Element ``i`` becomes ``u64(headers[i]) + payload_i`` when valid (no prefix when
-    ``headers`` is None), or a single ``00`` byte when null. ``payload`` holds the valid
-    elements' payloads back to back, and ``payload_lens`` their lengths (0 for nulls).
-    Done with one ``np.repeat`` of a per-element prefix/payload pattern into a mask of
-    the output, then two masked assignments: no Python loop per value.
-    """
-    n = len(payload_lens)
-    header_len = 0 if headers is None else 8
+    n, size = cells.shape
     if valid is None:
-        if header_len == 0:
-            return payload, payload_lens
-        prefix_lens = np.full(n, header_len, np.int64)
-    else:
-        prefix_lens = np.where(valid, header_len, 1)
-    element_lens = prefix_lens + payload_lens
+        return cells.reshape(-1), np.full(n, size, np.int64)
+    cells = cells.copy()
+    nulls = ~valid
+    cells[nulls, 0] = 0
+    keep = np.ones((n, size), np.bool_)
+    keep[nulls, 1:] = False
+    return cells[keep], np.where(valid, size, 1)
 
-    counts = np.empty(2 * n, np.int64)
-    counts[0::2] = prefix_lens
-    counts[1::2] = payload_lens
-    pattern = np.zeros(2 * n, np.bool_)
-    pattern[1::2] = True
-    is_payload = np.repeat(pattern, counts)
 
-    out = np.empty(len(is_payload), np.uint8)
-    out[is_payload] = payload
-    if headers is None:
-        out[~is_payload] = 0  # only null markers are not payload
+def _length_prefixed(
+    valid: Mask | None, headers: Lengths, offsets: Lengths, data: pa.Buffer
+) -> tuple[Bytes, Lengths]:
+    """Preimage of variable-size elements: ``u64(headers[i]) + payload_i``, or ``00``.
+
+    Payload ``i`` is ``data[offsets[i]:offsets[i + 1]]``. The interleaving is done by
+    Arrow's ``binary_join_element_wise`` kernel in one C++ pass: a column of 8-byte
+    headers (one ``00`` byte for nulls) joined with the payloads, whose nulls become
+    empty. So the bytes Arrow may keep under a null element are never hashed, as in the
+    reference.
+    """
+    n = len(headers)
+    header_values = headers.astype("<u8")
+    if valid is None:
+        header_offsets = np.arange(0, 8 * n + 1, 8, dtype=np.int64)
+        header_data = header_values.view(np.uint8)
+        validity = None
     else:
-        header_values = headers.astype("<u8")
-        if valid is not None:
-            header_values[~valid] = 0  # a null keeps just the first (zero) byte
-        header_bytes = header_values.view(np.uint8).reshape(n, 8)
-        if valid is None:
-            prefixes = header_bytes.reshape(-1)
-        else:
-            keep = np.repeat(valid[:, None], 8, axis=1)
-            keep[:, 0] = True
-            prefixes = header_bytes[keep]
-        out[~is_payload] = prefixes
-    return out, element_lens
+        nulls = ~valid
+        header_values[nulls] = 0
+        keep = np.ones((n, 8), np.bool_)
+        keep[nulls, 1:] = False
+        header_data = header_values.view(np.uint8).reshape(n, 8)[keep]
+        header_offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(np.where(valid, 8, 1), out=header_offsets[1:])
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    prefix_column = pa.Array.from_buffers(
+        pa.large_binary(), n, [None, pa.py_buffer(header_offsets), pa.py_buffer(header_data)]
+    )
+    payload_column = pa.Array.from_buffers(
+        pa.large_binary(), n, [validity, pa.py_buffer(offsets), data]
+    )
+    joined = pc.binary_join_element_wise(
+        prefix_column,
+        payload_column,
+        pa.scalar(b"", pa.large_binary()),
+        null_handling="replace",
+        null_replacement=b"",
+    )
+    _, joined_offsets, joined_data = joined.buffers()
+    bounds = np.frombuffer(joined_offsets, np.int64)[joined.offset : joined.offset + n + 1]
+    out = (
+        np.empty(0, np.uint8)
+        if joined_data is None
+        else np.frombuffer(joined_data, np.uint8)[bounds[0] : bounds[-1]]
+    )
+    return out, np.diff(bounds)
