@@ -114,3 +114,13 @@ def test_transform_query_normalizes_into_a_single_step_of_queries() -> None:
     assert sql.normalized() == models.TransformSql(
         engine="spark", queries=[models.SqlQueryStep(query="SELECT 1")]
     )
+
+
+def test_the_structured_read_schema_of_a_later_spec_is_named_as_unsupported() -> None:
+    with pytest.raises(pydantic.ValidationError, match=r"structured read schema of ODF 0.38"):
+        models.SetPollingSource.model_validate(
+            {
+                **POLLING,
+                "read": {"kind": "Csv", "schema": {"fields": [{"name": "a", "type": "string"}]}},
+            }
+        )

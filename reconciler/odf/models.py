@@ -15,7 +15,7 @@ import base64
 import enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 from pydantic.alias_generators import to_camel
 
 from .multiformat import DatasetId, Multihash
@@ -348,7 +348,21 @@ PrepStep = Annotated[
 ]
 
 
-class ReadStepCsv(OdfModel):
+class ReadStepBase(OdfModel):
+    """Shared by every reader: the DDL ``schema`` list is the only schema form we read."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_structured_schema(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("ddlSchema" in data or isinstance(data.get("schema"), dict)):
+            raise ValueError(
+                "the structured read schema of ODF 0.38 ('ddlSchema' / 'schema: {fields}') is "
+                "not supported yet; give 'schema' as a list of DDL strings"
+            )
+        return data
+
+
+class ReadStepCsv(ReadStepBase):
     kind: Literal["Csv"] = "Csv"
     schema_: list[str] | None = Field(default=None, alias="schema")
     separator: str | None = None
@@ -362,23 +376,23 @@ class ReadStepCsv(OdfModel):
     timestamp_format: str | None = None
 
 
-class ReadStepGeoJson(OdfModel):
+class ReadStepGeoJson(ReadStepBase):
     kind: Literal["GeoJson"] = "GeoJson"
     schema_: list[str] | None = Field(default=None, alias="schema")
 
 
-class ReadStepEsriShapefile(OdfModel):
+class ReadStepEsriShapefile(ReadStepBase):
     kind: Literal["EsriShapefile"] = "EsriShapefile"
     schema_: list[str] | None = Field(default=None, alias="schema")
     sub_path: str | None = None
 
 
-class ReadStepParquet(OdfModel):
+class ReadStepParquet(ReadStepBase):
     kind: Literal["Parquet"] = "Parquet"
     schema_: list[str] | None = Field(default=None, alias="schema")
 
 
-class ReadStepJson(OdfModel):
+class ReadStepJson(ReadStepBase):
     kind: Literal["Json"] = "Json"
     sub_path: str | None = None
     schema_: list[str] | None = Field(default=None, alias="schema")
@@ -387,7 +401,7 @@ class ReadStepJson(OdfModel):
     timestamp_format: str | None = None
 
 
-class ReadStepNdJson(OdfModel):
+class ReadStepNdJson(ReadStepBase):
     kind: Literal["NdJson"] = "NdJson"
     schema_: list[str] | None = Field(default=None, alias="schema")
     date_format: str | None = None
@@ -395,7 +409,7 @@ class ReadStepNdJson(OdfModel):
     timestamp_format: str | None = None
 
 
-class ReadStepNdGeoJson(OdfModel):
+class ReadStepNdGeoJson(ReadStepBase):
     kind: Literal["NdGeoJson"] = "NdGeoJson"
     schema_: list[str] | None = Field(default=None, alias="schema")
 
