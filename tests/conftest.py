@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+# The shared SparkSession fixture lives in its own plugin module.
+pytest_plugins = ["conftest_spark"]
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 VECTORS = SHARED / "odf" / "vectors"
 FIXTURE_MANIFESTS = SHARED / "fixtures" / "kamu-contrib-manifests"

@@ -1,0 +1,1 @@
+"""Planning: the side-effect-free diff of desired manifests against committed chains."""
