@@ -136,8 +136,14 @@ class Problem:
 class Pending:
     """Data apply would process even without metadata changes."""
 
-    reason: str  # "polling-source" | "push-source" | "unconsumed-inputs"
+    reason: str  # "polling-source" (may have new data) | "unconsumed-inputs" (certainly has)
     detail: str
+
+    @property
+    def certain(self) -> bool:
+        """Input slices not yet consumed are known work; a source only *may* have data,
+        and finding out would mean fetching, which a plan never does."""
+        return self.reason == "unconsumed-inputs"
 
 
 @dataclass(frozen=True)
@@ -179,9 +185,12 @@ class Plan:
 
     @property
     def has_changes(self) -> bool:
-        """Whether apply would write anything (metadata or pending data)."""
+        """Whether apply would certainly write something: metadata, or data from input
+        slices not yet consumed (a source that *may* have new data does not count)."""
         return any(
-            d.action in (Action.CREATE, Action.UPDATE, Action.DELETE) or d.pending for d in self.datasets
+            d.action in (Action.CREATE, Action.UPDATE, Action.DELETE)
+            or any(p.certain for p in d.pending)
+            for d in self.datasets
         )
 
     def counts(self) -> dict[str, int]:

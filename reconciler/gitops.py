@@ -1,0 +1,34 @@
+"""The one place that talks to git: what a pull request changed under ``datasets/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+
+
+class GitError(RuntimeError):
+    """The repository or the base ref could not be read."""
+
+
+def changed_paths(repo_root: Path, base_ref: str) -> set[Path]:
+    """Files that differ between ``base_ref`` and the working tree, untracked ones included.
+
+    Paths are absolute, so callers can compare them with manifest paths directly.
+    """
+    try:
+        repo = git.Repo(repo_root, search_parent_directories=True)
+        base = repo.commit(base_ref)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
+        raise GitError(f"{repo_root} is not in a git repository: {e}") from None
+    except (git.BadName, ValueError) as e:
+        raise GitError(f"unknown git ref {base_ref!r}: {e}") from None
+    top = Path(repo.working_tree_dir or repo_root)
+    changed: set[Path] = set()
+    for diff in base.diff(None):
+        for path in (diff.a_path, diff.b_path):
+            if path:
+                changed.add((top / path).resolve())
+    changed.update((top / p).resolve() for p in repo.untracked_files)
+    return changed
+

@@ -1,0 +1,166 @@
+"""The desired state: every manifest loaded, checked, and ordered by dependency.
+
+All problems are collected before anything else happens, so a pull request sees every
+mistake in one plan rather than one per push: malformed manifests, duplicate names,
+unknown inputs, cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..odf import models
+from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
+from .model import Location, Problem
+
+
+@dataclass(frozen=True)
+class DesiredDataset:
+    """One manifest with where it lives and the names of the datasets it reads."""
+
+    loaded: LoadedSnapshot
+    inputs: tuple[str, ...]  # resolved to dataset names where possible, else the raw ref
+
+    @property
+    def name(self) -> str:
+        return self.loaded.snapshot.name
+
+    @property
+    def snapshot(self) -> models.DatasetSnapshot:
+        return self.loaded.snapshot
+
+    @property
+    def location(self) -> Location:
+        return Location(str(self.loaded.file), self.loaded.line)
+
+
+@dataclass
+class DesiredState:
+    """Datasets by name (dependency order) and the problems found loading them."""
+
+    datasets: dict[str, DesiredDataset] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def readers(self) -> dict[str, list[str]]:
+        """For each dataset, the datasets that read it directly."""
+        out: dict[str, list[str]] = {name: [] for name in self.datasets}
+        for ds in self.datasets.values():
+            for inp in ds.inputs:
+                if inp in out:
+                    out[inp].append(ds.name)
+        return out
+
+    def downstream(self, name: str) -> tuple[str, ...]:
+        """Every dataset reading ``name``, transitively, in dependency order."""
+        readers, seen, todo = self.readers(), set(), [name]
+        while todo:
+            for reader in readers.get(todo.pop(), []):
+                if reader not in seen:
+                    seen.add(reader)
+                    todo.append(reader)
+        return tuple(n for n in self.datasets if n in seen)
+
+
+def transform_inputs(snapshot: models.DatasetSnapshot) -> list[models.TransformInput]:
+    """The inputs of the last SetTransform of a manifest (the one that takes effect)."""
+    transforms = [e for e in snapshot.metadata if isinstance(e, models.SetTransform)]
+    return list(transforms[-1].inputs) if transforms else []
+
+
+def load_desired(paths: Iterable[Path], known_ids: dict[str, str]) -> DesiredState:
+    """Load manifests and order them; ``known_ids`` maps chain dataset ids to names so
+    that inputs given as ``did:odf:…`` resolve to datasets too."""
+    state = DesiredState()
+    loaded: list[LoadedSnapshot] = []
+    for path in paths:
+        try:
+            loaded += load_snapshots(path)
+        except ManifestError as e:
+            state.problems += [
+                Problem(i.message, location=Location(str(i.file), i.line, i.column), field=i.field)
+                for i in e.issues
+            ]
+    by_name: dict[str, LoadedSnapshot] = {}
+    for item in loaded:
+        name = item.snapshot.name
+        if name in by_name:
+            first = by_name[name]
+            state.problems.append(
+                Problem(
+                    f"dataset {name!r} is defined twice (also in {first.file}:{first.line})",
+                    dataset=name,
+                    location=Location(str(item.file), item.line),
+                )
+            )
+            continue
+        by_name[name] = item
+    resolved = {
+        name: _resolve_inputs(item, by_name, known_ids, state) for name, item in by_name.items()
+    }
+    for name in _dependency_order(resolved, by_name, state):
+        state.datasets[name] = DesiredDataset(by_name[name], tuple(resolved[name]))
+    return state
+
+
+def _resolve_inputs(
+    item: LoadedSnapshot,
+    by_name: dict[str, LoadedSnapshot],
+    known_ids: dict[str, str],
+    state: DesiredState,
+) -> list[str]:
+    names = []
+    for inp in transform_inputs(item.snapshot):
+        ref = inp.dataset_ref
+        name = known_ids.get(ref, ref)
+        if name not in by_name:
+            state.problems.append(
+                Problem(
+                    f"input {ref!r} of {item.snapshot.name!r} is not a dataset of this repository",
+                    dataset=item.snapshot.name,
+                    location=Location(str(item.file), item.line),
+                    field="content.metadata[SetTransform].inputs",
+                )
+            )
+            continue
+        names.append(name)
+    return names
+
+
+def _dependency_order(
+    resolved: dict[str, list[str]], by_name: dict[str, LoadedSnapshot], state: DesiredState
+) -> list[str]:
+    """Inputs before readers, ties by name; a cycle is reported and its members dropped."""
+    order: list[str] = []
+    done: set[str] = set()
+    on_path: list[str] = []
+    in_cycle: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        if name in on_path:
+            cycle = [*on_path[on_path.index(name) :], name]
+            if not in_cycle.intersection(cycle):
+                item = by_name[name]
+                state.problems.append(
+                    Problem(
+                        "dependency cycle: " + " -> ".join(cycle),
+                        dataset=name,
+                        location=Location(str(item.file), item.line),
+                    )
+                )
+            in_cycle.update(cycle)
+            return
+        on_path.append(name)
+        for dep in sorted(resolved[name]):
+            visit(dep)
+        on_path.pop()
+        done.add(name)
+        if name not in in_cycle:
+            order.append(name)
+
+    for name in sorted(resolved):
+        visit(name)
+    return [n for n in order if n not in in_cycle]
