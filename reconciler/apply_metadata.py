@@ -1,0 +1,85 @@
+"""Apply the metadata part of a plan: append exactly the events the plan showed.
+
+New datasets get a Seed with a fresh ``did:odf`` id, then their events, all sharing one
+system time as kamu does. Transform inputs that name a dataset created in the same run
+are resolved to its new id here, because the plan (which writes nothing) could not know
+it. Datasets are processed in the plan's dependency order, so an input is always
+created before its readers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .odf import DatasetId, Timestamp, models
+from .odf.chain import ChainRuleError
+from .odf.repository import OdfRepository, RepositoryError
+from .plan.model import Action, DatasetPlan, Plan
+
+
+@dataclass(frozen=True)
+class MetadataResult:
+    """What happened to one dataset: blocks appended, or why it failed."""
+
+    dataset: str
+    blocks: int = 0
+    error: str | None = None
+
+
+def _event(data: dict[str, Any], ids: dict[str, str]) -> Any:
+    event: Any = models.MetadataBlock.model_validate(
+        {"systemTime": "1970-01-01T00:00:00Z", "sequenceNumber": 0, "event": data}
+    ).event
+    if isinstance(event, models.SetTransform):
+        inputs = [
+            i.model_copy(update={"dataset_ref": ids.get(i.dataset_ref, i.dataset_ref)})
+            for i in event.inputs
+        ]
+        event = event.model_copy(update={"inputs": inputs})
+    return event
+
+
+def apply_dataset(
+    repo: OdfRepository, plan: DatasetPlan, system_time: Timestamp, ids: dict[str, str]
+) -> MetadataResult:
+    """Append one dataset's planned events; on a rule violation nothing after it is written."""
+    dataset = repo.dataset(plan.name)
+    blocks = 0
+    try:
+        if plan.action is Action.CREATE:
+            dataset_id, _ = DatasetId.generate()
+            kind = models.DatasetKind(plan.kind)
+            dataset.append_event(models.Seed(dataset_id=dataset_id, dataset_kind=kind), system_time)
+            dataset.write_alias(plan.name)
+            ids[plan.name] = str(dataset_id)
+            blocks += 1
+        for change in plan.events:
+            if change.after is not None:
+                dataset.append_event(_event(change.after, ids), system_time)
+                blocks += 1
+    except (ChainRuleError, RepositoryError, ValueError) as e:
+        return MetadataResult(plan.name, blocks, f"{type(e).__name__}: {e}")
+    return MetadataResult(plan.name, blocks)
+
+
+def apply_metadata(repo: OdfRepository, plan: Plan, system_time: Timestamp) -> list[MetadataResult]:
+    """Append every dataset's events in dependency order; a failure skips its readers."""
+    ids: dict[str, str] = {d.name: d.dataset_id for d in plan.datasets if d.dataset_id}
+    failed: set[str] = set()
+    results = []
+    for ds in plan.datasets:
+        if ds.action not in (Action.CREATE, Action.UPDATE):
+            continue
+        broken = failed.intersection(ds.inputs)
+        if broken:
+            results.append(
+                MetadataResult(ds.name, error=f"skipped: input {sorted(broken)[0]} failed")
+            )
+            failed.add(ds.name)
+            continue
+        result = apply_dataset(repo, ds, system_time, ids)
+        if result.error:
+            failed.add(ds.name)
+        results.append(result)
+    return results
