@@ -19,8 +19,8 @@ from reconciler.odf.chain import (
     ChainRuleError,
     ChainState,
     CheckpointMismatchError,
-    DatasetKindMismatchError,
     DataSchemaMissingError,
+    DatasetKindMismatchError,
     FirstBlockNotSeedError,
     InputCursor,
     NoOpEventError,
@@ -130,7 +130,7 @@ class Chain:
         event: models.AnyEvent,
         *,
         sequence_number: int | None = None,
-        prev: Multihash | None | str = "head",
+        prev: Multihash | str | None = "head",
         system_time: Timestamp | None = None,
     ) -> MetadataBlock:
         """A block that would follow the head, with any of its linkage overridden."""

@@ -1,0 +1,175 @@
+"""What the text, Markdown and JSON renderings of a plan share, so they never disagree.
+
+The three renderers read the same :class:`~reconciler.plan.model.Plan`; the wording of
+the summary, the symbol of each action, the lines of an event's diff and the rows of a
+schema table are decided here once, and each renderer only lays them out.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from .model import (
+    Action,
+    Column,
+    DatasetPlan,
+    EventChange,
+    Plan,
+    SchemaChange,
+    Severity,
+    Verdict,
+)
+
+SYMBOLS: dict[Action, str] = {
+    Action.CREATE: "+",
+    Action.UPDATE: "~",
+    Action.UNCHANGED: "=",
+    Action.ORPHANED: "?",
+    Action.DELETE: "-",
+}
+"""Terraform-like marks: one character says what apply will do to a dataset."""
+
+_SUMMARY_PHRASES: dict[Action, str] = {
+    Action.CREATE: "{} to create",
+    Action.UPDATE: "{} to update",
+    Action.UNCHANGED: "{} unchanged",
+    Action.ORPHANED: "{} orphaned",
+    Action.DELETE: "{} to delete",
+}
+
+_DIFF_CONTEXT = 3  # lines of context around each change, as `diff -u` shows
+_NO_WRAP = 1 << 30  # YAML line width: a reflowed paragraph would diff as many changed lines
+
+
+class _EventDumper(yaml.SafeDumper):
+    """Safe YAML, with multi-line strings as ``|`` blocks so a changed query diffs by line."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_EventDumper.add_representer(str, _represent_str)
+
+
+def event_yaml(event: dict[str, Any]) -> list[str]:
+    """The lines of an event in YAML, keys in ODF order, as a manifest author writes it."""
+    text = yaml.dump(
+        event, Dumper=_EventDumper, sort_keys=False, allow_unicode=True, width=_NO_WRAP
+    )
+    return text.splitlines()
+
+
+def event_symbol(event: EventChange) -> str:
+    """``+`` for an event that sets something new, ``-`` for a removal, ``~`` for a change."""
+    if event.before is None:
+        return "+"
+    return "-" if event.after is None else "~"
+
+
+def event_diff(event: EventChange) -> list[str]:
+    """An event's change as diff lines: a mark (``+``, ``-`` or space), a space, the YAML line.
+
+    A new event is all ``+`` lines and a removed one all ``-`` lines; a changed one is a
+    unified diff of the two YAML dumps, with ``@@`` hunk headers where context is elided.
+    """
+    before = event_yaml(event.before) if event.before is not None else []
+    after = event_yaml(event.after) if event.after is not None else []
+    if not before or not after:
+        mark = "+" if after else "-"
+        return [f"{mark} {line}" for line in before or after]
+    diff = difflib.unified_diff(before, after, n=_DIFF_CONTEXT, lineterm="")
+    return [line if line.startswith("@@") else f"{line[0]} {line[1:]}" for line in list(diff)[2:]]
+
+
+def column_type(column: Column) -> str:
+    """A column's type as Spark DDL spells it, with ``NOT NULL`` when it must have a value."""
+    return column.type if column.nullable else f"{column.type} NOT NULL"
+
+
+@dataclass(frozen=True)
+class SchemaRow:
+    """One column of a schema table: its mark, its type before and after ("" when absent)."""
+
+    mark: str  # "+" added, "-" removed, "~" retyped or nullability changed, " " as it was
+    column: str
+    before: str
+    after: str
+    note: str  # "added", "removed", "retyped", "nullability", "retyped, nullability" or ""
+
+
+def schema_rows(change: SchemaChange) -> list[SchemaRow]:
+    """The columns after the change in their order, then the removed ones, each marked.
+
+    Marks come from the change's own lists rather than a re-comparison, so every renderer
+    shows exactly what the planner decided.
+    """
+    before = {c.name: column_type(c) for c in change.before or ()}
+    after = {c.name: column_type(c) for c in change.after or ()}
+    retyped = {name for name, _, _ in change.retyped}
+    nullability = {name for name, _, _ in change.nullability}
+    rows = []
+    for name in [*after, *(n for n in before if n not in after)]:
+        notes = [
+            note
+            for note, names in (
+                ("added", change.added),
+                ("removed", change.removed),
+                ("retyped", retyped),
+                ("nullability", nullability),
+            )
+            if name in names
+        ]
+        mark = {"added": "+", "removed": "-"}.get(notes[0], "~") if notes else " "
+        rows.append(SchemaRow(mark, name, before.get(name, ""), after.get(name, ""), ", ".join(notes)))
+    return rows
+
+
+def changes_metadata(dataset: DatasetPlan) -> bool:
+    """Whether apply writes metadata blocks for (or deletes) this dataset."""
+    return dataset.action in (Action.CREATE, Action.UPDATE, Action.DELETE)
+
+
+def pending_count(plan: Plan) -> int:
+    """How many datasets have data apply would process even without metadata changes."""
+    return sum(1 for d in plan.datasets if d.pending)
+
+
+def error_count(plan: Plan) -> int:
+    """Problems and error verdicts: everything that makes the plan fail."""
+    return len(plan.problems) + sum(1 for v in plan.verdicts if v.severity is Severity.ERROR)
+
+
+def warning_count(plan: Plan) -> int:
+    return sum(1 for v in plan.verdicts if v.severity is Severity.WARNING)
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def summary_sentence(plan: Plan) -> str:
+    """``Plan: 2 to create, 1 unchanged; 1 with pending data. 1 error, 0 warnings.``
+
+    Actions no dataset takes are left out so the sentence stays short; errors and
+    warnings are always counted, so "0 errors" is said rather than implied.
+    """
+    counts = plan.counts()
+    actions = [phrase.format(counts[a.value]) for a, phrase in _SUMMARY_PHRASES.items() if counts[a.value]]
+    sentence = "Plan: " + (", ".join(actions) or "no datasets")
+    if pending := pending_count(plan):
+        sentence += f"; {pending} with pending data"
+    return (
+        f"{sentence}. {_counted(error_count(plan), 'error')}, "
+        f"{_counted(warning_count(plan), 'warning')}."
+    )
+
+
+def verdicts_by_severity(plan: Plan) -> list[tuple[Severity, list[Verdict]]]:
+    """Verdicts grouped errors first, in plan order within a group; empty groups left out."""
+    groups = [(s, [v for v in plan.verdicts if v.severity is s]) for s in Severity]
+    return [(severity, verdicts) for severity, verdicts in groups if verdicts]
