@@ -89,7 +89,7 @@ def step(query: str, alias: str | None = None) -> models.SqlQueryStep:
 
 POLLING = models.SetPollingSource(
     fetch=models.FetchStepUrl(url="https://example.org/cities.csv"),
-    read=models.ReadStepCsv(header=True, schema=["city STRING", "population BIGINT"]),
+    read=models.ReadStepCsv(header=True, schema_=["city STRING", "population BIGINT"]),
     merge=models.MergeStrategyLedger(primary_key=["city"]),
 )
 PUSH = models.AddPushSource(
@@ -103,7 +103,9 @@ def _listing(root: Path) -> dict[str, bytes]:
     """Every file under a dataset folder with its bytes (empty if the folder is absent)."""
     if not root.exists():
         return {}
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 class Chain:
@@ -176,7 +178,7 @@ def root_with_schema(root: Path, source: models.AnyEvent | None = POLLING) -> Ch
     chain = Chain(root, ROOT)
     if source is not None:
         chain.add(source)
-    chain.add(models.SetDataSchema(schema=SCHEMA))
+    chain.add(models.SetDataSchema(schema_=SCHEMA))
     return chain
 
 
@@ -251,7 +253,7 @@ def derivation(tmp_path: Path, *, with_transform: bool = True) -> Derivation:
     d = Derivation(out, a, a_blocks, b, b_blocks)
     if with_transform:
         out.add(d.transform_event())
-        out.add(models.SetDataSchema(schema=SCHEMA))
+        out.add(models.SetDataSchema(schema_=SCHEMA))
     return d
 
 
@@ -330,9 +332,7 @@ def test_a_block_whose_sequence_number_does_not_follow_the_head_is_rejected(
 ) -> None:
     chain = root_with_schema(tmp_path / "ds")  # head is #2
     block = chain.block(models.SetInfo(description="x"), sequence_number=2 + offset)
-    chain.reject(
-        block, SequenceNumberError, "sequence-numbers", f"{text} does not follow 2"
-    )
+    chain.reject(block, SequenceNumberError, "sequence-numbers", f"{text} does not follow 2")
 
 
 def test_a_block_whose_prev_hash_is_not_the_head_is_rejected_as_prev_block_not_found(
@@ -557,9 +557,7 @@ def test_a_data_block_without_a_new_checkpoint_leaves_no_checkpoint_to_chain_fro
         "checkpoints-chained",
         f"prevCheckpoint {checkpoint('1').physical_hash} does not match the last checkpoint None",
     )
-    chain.add(
-        models.AddData(prev_offset=19, new_data=data_slice(20, 29), new_watermark=hour(12))
-    )
+    chain.add(models.AddData(prev_offset=19, new_data=data_slice(20, 29), new_watermark=hour(12)))
     assert chain.state.last_offset == 29
 
 
@@ -596,7 +594,7 @@ def test_execute_transform_with_data_before_set_data_schema_is_rejected(tmp_path
 
 def test_execute_transform_without_set_transform_is_rejected(tmp_path: Path) -> None:
     d = derivation(tmp_path, with_transform=False)
-    d.out.add(models.SetDataSchema(schema=SCHEMA))
+    d.out.add(models.SetDataSchema(schema_=SCHEMA))
     d.out.reject(
         first_execution(d),
         TransformMissingError,
@@ -674,7 +672,9 @@ def test_the_first_execute_transform_must_read_inputs_from_their_start(tmp_path:
     d = derivation(tmp_path)
     event = first_execution(d)
     late = event.model_copy(
-        update={"query_inputs": [qi(d.a, d.a_blocks[0], d.a_blocks[1], 9, 19), event.query_inputs[1]]}
+        update={
+            "query_inputs": [qi(d.a, d.a_blocks[0], d.a_blocks[1], 9, 19), event.query_inputs[1]]
+        }
     )
     d.out.reject(
         late,
@@ -709,7 +709,10 @@ def test_an_input_that_does_not_move_forward_is_rejected(tmp_path: Path) -> None
         "new_watermark": hour(1),
     }
     same_block = models.ExecuteTransform(
-        query_inputs=[qi(d.a, d.a_blocks[0], d.a_blocks[0], 9, None), qi(d.b, d.b_blocks[0], None, 4)],
+        query_inputs=[
+            qi(d.a, d.a_blocks[0], d.a_blocks[0], 9, None),
+            qi(d.b, d.b_blocks[0], None, 4),
+        ],
         **base,
     )
     d.out.reject(
@@ -833,9 +836,7 @@ def test_a_set_transform_with_a_duplicate_input_is_rejected(tmp_path: Path) -> N
     base58 = "did:odf:" + d.a.id.to_did_key()[len("did:key:") :]
     assert base58 != str(d.a.id)
     disguised = event.model_copy(
-        update={
-            "inputs": [*event.inputs, models.TransformInput(dataset_ref=base58, alias="again")]
-        }
+        update={"inputs": [*event.inputs, models.TransformInput(dataset_ref=base58, alias="again")]}
     )
     d.out.reject(
         disguised, TransformInputsError, "transform-inputs", f"input {d.a.id} appears twice"
@@ -999,11 +1000,13 @@ IDENTICAL = [
         id="SetVocab",
     ),
     pytest.param(
-        models.SetDataSchema(schema=SCHEMA),
+        models.SetDataSchema(schema_=SCHEMA),
         "the new schema is identical to the current one",
         id="SetDataSchema",
     ),
-    pytest.param(POLLING, "SetPollingSource is identical to the current one", id="SetPollingSource"),
+    pytest.param(
+        POLLING, "SetPollingSource is identical to the current one", id="SetPollingSource"
+    ),
     pytest.param(PUSH, "AddPushSource is identical to the current one", id="AddPushSource"),
     pytest.param(
         models.SetAttachments(
@@ -1067,7 +1070,7 @@ def test_a_valid_root_chain_folds_and_exposes_its_projection(tmp_path: Path) -> 
     chain = Chain(tmp_path / "ds")
     chain.add(POLLING)
     assert chain.state.vocabulary() == models.DatasetVocabulary()
-    chain.add(models.SetDataSchema(schema=SCHEMA))
+    chain.add(models.SetDataSchema(schema_=SCHEMA))
     slices = [(0, 9), (10, 19), (20, 24)]
     prev_offset: int | None = None
     prev_checkpoint: Multihash | None = None

@@ -33,6 +33,24 @@ SQL = {"kind": "Sql", "engine": "spark", "query": "SELECT * FROM input"}
 # One valid example per schema file (several for unions, one per variant), so
 # that validating them walks every file and every variant through the registry.
 EXAMPLES: dict[str, list[Any]] = {
+    "plan.json": [
+        {
+            "formatVersion": 1,
+            "engineStarted": False,
+            "summary": {
+                "actions": {"create": 0, "update": 0, "unchanged": 0, "orphaned": 0, "delete": 0},
+                "pendingData": 0,
+                "errors": 0,
+                "warnings": 0,
+                "hasChanges": False,
+                "hasErrors": False,
+                "exitCode": {"default": 0, "detailed": 0},
+            },
+            "datasets": [],
+            "verdicts": [],
+            "problems": [],
+        }
+    ],
     "fragments/AttachmentEmbedded.json": [{"path": "README.md", "content": "# Hi"}],
     "fragments/Attachments.json": [
         {"kind": "Embedded", "items": [{"path": "README.md", "content": "# Hi"}]}
@@ -494,7 +512,7 @@ def test_seed_dataset_id_must_be_a_did_odf() -> None:
 
 def test_every_schema_file_is_a_valid_draft_2020_12_schema_with_an_id_matching_its_path() -> None:
     files = schema_files()
-    assert len(files) == 43  # 3 top-level, 14 metadata-events, 26 fragments
+    assert len(files) == 44  # 4 top-level (with plan.json), 14 metadata-events, 26 fragments
     for path in files:
         schema = json.loads(path.read_text(encoding="utf-8"))
         Draft202012Validator.check_schema(schema)

@@ -36,7 +36,9 @@ def new_dataset(root: Path) -> tuple[Dataset, list[Multihash]]:
     """Seed plus three SetInfo blocks, one second apart."""
     ds = Dataset(root)
     dataset_id = DatasetId.generate()[0]
-    hashes = [ds.append_event(models.Seed(dataset_id=dataset_id, dataset_kind=DatasetKind.ROOT), T0)]
+    hashes = [
+        ds.append_event(models.Seed(dataset_id=dataset_id, dataset_kind=DatasetKind.ROOT), T0)
+    ]
     for i, text in enumerate(DESCRIPTIONS, start=1):
         hashes.append(ds.append_event(models.SetInfo(description=text), at(i)))
     return ds, hashes
@@ -246,7 +248,7 @@ EVENTS_PER_WRITER = 40
 def _append_descriptions(root: str, writer: int, count: int, barrier: Any) -> int:
     """Append ``count`` SetInfo events, retrying on HeadMovedError; returns the retries."""
     ds = Dataset(Path(root))
-    barrier.wait()
+    barrier.wait(timeout=30)
     retries = 0
     for i in range(count):
         event = models.SetInfo(description=f"writer {writer} event {i}")
@@ -272,7 +274,7 @@ def test_concurrent_writers_in_separate_processes_lose_no_block(tmp_path: Path) 
     ds.append_event(
         models.Seed(dataset_id=DatasetId.generate()[0], dataset_kind=DatasetKind.ROOT), T0
     )
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")  # real processes; fork starts fastest
     barrier = ctx.Barrier(WRITERS)
     results = ctx.Queue()
     processes = [
@@ -283,10 +285,10 @@ def test_concurrent_writers_in_separate_processes_lose_no_block(tmp_path: Path) 
     ]
     for p in processes:
         p.start()
-    reported = dict(results.get(timeout=60) for _ in processes)
     for p in processes:
         p.join(timeout=60)
         assert p.exitcode == 0
+    reported = dict(results.get(timeout=5) for _ in processes)
     assert sorted(reported) == list(range(WRITERS))
 
     blocks = list(Dataset(root).iter_blocks())
@@ -295,9 +297,7 @@ def test_concurrent_writers_in_separate_processes_lose_no_block(tmp_path: Path) 
     descriptions = Counter(
         b.event.description for _, b in blocks if isinstance(b.event, models.SetInfo)
     )
-    expected = {
-        f"writer {w} event {i}" for w in range(WRITERS) for i in range(EVENTS_PER_WRITER)
-    }
+    expected = {f"writer {w} event {i}" for w in range(WRITERS) for i in range(EVENTS_PER_WRITER)}
     assert set(descriptions) == expected
     assert set(descriptions.values()) == {1}
     # Each writer's own events are in its order.
@@ -305,7 +305,8 @@ def test_concurrent_writers_in_separate_processes_lose_no_block(tmp_path: Path) 
         mine = [
             b.event.description
             for _, b in reversed(blocks)
-            if isinstance(b.event, models.SetInfo) and b.event.description.startswith(f"writer {w} ")
+            if isinstance(b.event, models.SetInfo)
+            and b.event.description.startswith(f"writer {w} ")
         ]
         assert mine == [f"writer {w} event {i}" for i in range(EVENTS_PER_WRITER)]
     blocks.reverse()

@@ -9,7 +9,7 @@ copy that CI can save and a reviewer can trust.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 PLAN_FORMAT_VERSION = 1
@@ -176,7 +176,6 @@ class Plan:
     base_ref: str | None = None
     engine_started: bool = False  # whether validating queries needed the JVM
     format_version: int = PLAN_FORMAT_VERSION
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def has_errors(self) -> bool:

@@ -1,0 +1,202 @@
+"""Validate a derivative's SQL against its inputs' schemas without reading any data.
+
+The plan must tell a reviewer whether a new or changed query works and what columns it
+produces, before anything is applied and without access to the data. Spark's analyzer
+answers both from schemas alone: each input is registered as an *empty* DataFrame of
+its schema, each step is analysed (``spark.sql`` plus ``df.schema``), and no action is
+ever run, so no job is scheduled and no file is read.
+
+Views follow the Spark engine (ENGINE-SEMANTICS §2.2): each input is a temporary view
+named by its alias, each aliased step becomes a view of that name, and the last step is
+the output. Aliases are ODF dataset names such as ``com.acme.orders``; Spark 4 parses
+the name given to ``createOrReplaceTempView`` as an identifier and rejects an unquoted
+dotted name (TEMP_VIEW_NAME_TOO_MANY_NAME_PARTS), so views are registered under the
+backtick-quoted alias, and queries must quote such names as well:
+``SELECT * FROM `com.acme.orders```, exactly as with kamu's engine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.errors.exceptions.captured import capture_sql_exception
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+
+from reconciler.odf.models import TransformSql
+from reconciler.plan.model import Column, QueryCheck
+
+OUTPUT_STEP = "output"  # how errors name the last, alias-less step
+
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
+_TRAILING_SEMICOLONS = re.compile(r"[\s;]+\Z")
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class _StepError(Exception):
+    """A step (or an input's schema) the engine rejected, with its message and line."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+def check_query(
+    spark: SparkSession,
+    dataset: str,
+    inputs: Mapping[str, Sequence[Column]],
+    transform: TransformSql,
+) -> QueryCheck:
+    """Analyse ``transform`` over empty inputs and give its output columns or the error.
+
+    The temporary views are dropped afterwards, so that the next check (of another
+    dataset, with other inputs) cannot resolve a name this one registered. Checks share
+    the session's view namespace and so must not run concurrently.
+    """
+    views: list[str] = []
+    try:
+        output = _analyse_transform(spark, inputs, transform, views)
+    except _StepError as failed:
+        return QueryCheck(dataset=dataset, ok=False, error=failed.message, line=failed.line)
+    finally:
+        for name in views:
+            spark.catalog.dropTempView(name)
+    return QueryCheck(dataset=dataset, ok=True, output_schema=columns_from_schema(output.schema))
+
+
+def _analyse_transform(
+    spark: SparkSession,
+    inputs: Mapping[str, Sequence[Column]],
+    transform: TransformSql,
+    views: list[str],
+) -> DataFrame:
+    """Register the inputs, then analyse the steps in order; the last one is the output."""
+    for alias, columns in inputs.items():
+        _register(_empty_input(spark, alias, columns), alias, views)
+    output: DataFrame | None = None
+    for step in transform.normalized().queries or []:
+        output = _analyse_step(spark, step.alias or OUTPUT_STEP, step.query)
+        if step.alias is not None:
+            _register(output, step.alias, views)
+    if output is None:
+        raise _StepError("the transform has no query")
+    return output
+
+
+def _empty_input(spark: SparkSession, alias: str, columns: Sequence[Column]) -> DataFrame:
+    """A DataFrame with the input's schema and no rows.
+
+    Types are parsed by Spark's own DDL parser, so the check accepts exactly the type
+    spellings the engine does; nullability is kept because it shapes the output's.
+    """
+    schema = StructType([_field(alias, c) for c in columns])
+    return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
+
+
+def _field(alias: str, column: Column) -> StructField:
+    try:
+        data_type = DataType.fromDDL(column.type)
+    except ParseException as e:
+        raise _StepError(
+            f"input `{alias}`: column `{column.name}` has a type Spark cannot read,"
+            f" {column.type!r}: {_engine_message(e)}"
+        ) from None
+    return StructField(column.name, data_type, column.nullable)
+
+
+def _register(frame: DataFrame, alias: str, views: list[str]) -> None:
+    """Make ``frame`` readable as `` `alias` `` and remember the view for dropping.
+
+    ``createOrReplaceTempView`` parses its argument, hence the quoting; ``dropTempView``
+    takes the view's name as it is, hence the raw alias in ``views``.
+    """
+    frame.createOrReplaceTempView(_quote(alias))
+    views.append(alias)
+
+
+def _analyse_step(spark: SparkSession, label: str, query: str) -> DataFrame:
+    """Parse and analyse one step: ``spark.sql`` analyses a query eagerly (that is where
+    unknown columns and tables are found) but runs no job until an action."""
+    query = _TRAILING_SEMICOLONS.sub("", query)  # accepted by spark.sql, not by the query rule
+    try:
+        _require_query(spark, label, query)
+        frame = spark.sql(query)
+    except (AnalysisException, ParseException) as e:
+        raise _StepError(f"step `{label}`: {_engine_message(e)}", _engine_line(e, query)) from None
+    return frame
+
+
+def _require_query(spark: SparkSession, label: str, query: str) -> None:
+    """Refuse anything but a query before ``spark.sql`` sees it.
+
+    ``spark.sql`` *runs* commands (CREATE TABLE, INSERT, SET, ADD JAR…) as soon as it is
+    called, and a plan analyses queries from unreviewed pull requests. Spark's parser
+    has a rule for queries alone (``parseQuery``); if it fails but the text parses as
+    some other statement, the step is a command. A plain syntax error is raised by
+    ``parsePlan`` exactly as ``spark.sql`` would raise it. The parser is reached through
+    the classic (non-Connect) session's JVM side, as pyspark exposes no query-only parse.
+    """
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    try:
+        capture_sql_exception(parser.parseQuery)(query)
+    except ParseException:
+        capture_sql_exception(parser.parsePlan)(query)
+        raise _StepError(
+            f"step `{label}`: only a query (SELECT, WITH, VALUES, TABLE) may be a step;"
+            " Spark would execute this statement"
+        ) from None
+
+
+def _engine_message(error: AnalysisException | ParseException) -> str:
+    """The engine's own message, first line only: later lines are the analysed plan,
+    the SQL echoed back, or generic advice about catalogs and search paths."""
+    lines = error.getMessage().strip().splitlines() or [str(error)]
+    return _SQLSTATE.sub("", lines[0])
+
+
+def _engine_line(error: AnalysisException | ParseException, query: str) -> int | None:
+    """The 1-based line of ``query`` the engine blames, when it says.
+
+    Analysis errors carry a SQL query context whose start index is an offset into the
+    query text. Parse errors have no query context; their position is only on the JVM
+    exception (``line()``), which pyspark keeps as ``_origin``. Some parse errors (an
+    "extra input" at the end of a statement) come with no position at all.
+    """
+    for context in error.getQueryContext():
+        if context.contextType().name == "SQL":
+            return query.count("\n", 0, context.startIndex()) + 1
+    origin = getattr(error, "_origin", None)
+    position = origin.line() if origin is not None else None
+    return int(position.get()) if position is not None and position.isDefined() else None
+
+
+def columns_from_schema(struct: StructType) -> tuple[Column, ...]:
+    """Spark's schema as plan Columns: name, DDL type, nullability."""
+    return tuple(Column(f.name, _ddl_type(f.dataType), f.nullable) for f in struct.fields)
+
+
+def _ddl_type(data_type: DataType) -> str:
+    """Spark's ``simpleString`` (``bigint``, ``decimal(12,2)``, ``array<int>``), except
+    that struct field names are quoted when they need it: ``simpleString`` writes
+    ``struct<a b:int>``, which Spark's own DDL parser rejects, and an output type must
+    read back as the input type of the datasets downstream.
+    """
+    if isinstance(data_type, StructType):
+        fields = ",".join(f"{_quote_field(f.name)}:{_ddl_type(f.dataType)}" for f in data_type)
+        return f"struct<{fields}>"
+    if isinstance(data_type, ArrayType):
+        return f"array<{_ddl_type(data_type.elementType)}>"
+    if isinstance(data_type, MapType):
+        return f"map<{_ddl_type(data_type.keyType)},{_ddl_type(data_type.valueType)}>"
+    return str(data_type.simpleString())
+
+
+def _quote_field(name: str) -> str:
+    return name if _PLAIN_NAME.fullmatch(name) else _quote(name)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

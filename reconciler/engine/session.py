@@ -1,0 +1,228 @@
+"""The one SparkSession of a process, started lazily and configured for ODF.
+
+Starting a JVM takes seconds, and most plans (metadata-only changes) never need one, so
+nothing here starts Spark until ``get_spark`` is called; ``spark_started`` lets a caller
+report whether it was. pyspark itself is imported only then, to keep importing this
+module cheap.
+
+Settings come from ``[tool.reconciler.spark]`` in the repository's ``pyproject.toml``,
+so the engine configuration is versioned and reviewed with the datasets, and can be
+overridden per run (a CI job pointing at a cluster) by environment variables.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reconciler.config import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MASTER_ENV = "RECONCILER_SPARK_MASTER"
+CONF_ENV = "RECONCILER_SPARK_CONF"
+LOCAL_IP_ENV = "SPARK_LOCAL_IP"
+LOOPBACK = "127.0.0.1"
+
+# Settings the reconciler's results depend on; a repository may not change them.
+FIXED_CONF: Mapping[str, str] = {
+    # ODF system and event time columns are timestamp(ms, UTC): with the session in UTC,
+    # a TIMESTAMP means the same instant whatever the runner's local zone is.
+    "spark.sql.session.timeZone": "UTC",
+    # Overflow, bad casts and invalid input raise instead of silently turning into NULL,
+    # so a transform cannot write wrong data that would then be hashed into the chain.
+    "spark.sql.ansi.enabled": "true",
+    # ODF stores timestamps as Parquet INT64 TIMESTAMP(MILLIS, UTC), not Spark's micros.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+    # A reconciler run is a batch job: no web UI, no port to bind.
+    "spark.ui.enabled": "false",
+    # Queries reach only their declared inputs (DESIGN, Engine): no `parquet.`/path``
+    # tables, which would also make query analysis read files from the runner.
+    "spark.sql.runSQLOnFiles": "false",
+}
+
+# Defaults a repository may override in its conf table.
+DEFAULT_CONF: Mapping[str, str] = {
+    # Reconciled slices are small; Spark's default of 200 mostly schedules empty tasks.
+    "spark.sql.shuffle.partitions": "4",
+    # Local runs bind to loopback only; a cluster master needs a reachable driver host,
+    # which its conf table then sets.
+    "spark.driver.host": LOOPBACK,
+    "spark.driver.bindAddress": LOOPBACK,
+    # Spark logs INFO by default, which buries the plan's own output.
+    "spark.log.level": "WARN",
+}
+
+
+class EngineUnavailableError(RuntimeError):
+    """Spark cannot start on this machine (no Java), so queries cannot be validated."""
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Where and how to start Spark: master URL, application name, extra Spark conf.
+
+    ``conf`` is a tuple of pairs (not a dict) so that settings stay immutable and
+    hashable; ``spark_conf`` gives the full conf with the fixed settings applied.
+    """
+
+    master: str = "local[*]"
+    app_name: str = "odf-reconciler"
+    conf: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def load(cls, repo_root: Path, environ: Mapping[str, str] | None = None) -> SparkSettings:
+        """Read ``[tool.reconciler.spark]``, then apply ``RECONCILER_SPARK_MASTER`` and
+        ``RECONCILER_SPARK_CONF`` (``key=value;key=value``) from ``environ``
+        (default: the process environment), which win over the file."""
+        env = os.environ if environ is None else environ
+        pyproject = _read_toml(repo_root / "pyproject.toml")
+        table = _table(pyproject, "tool.reconciler.spark")
+        conf_table = _table(pyproject, "tool.reconciler.spark.conf")
+        conf = {key: _conf_value(key, value) for key, value in _flatten(conf_table)}
+        conf |= _parse_conf_env(env.get(CONF_ENV, ""))
+        return cls(
+            master=env.get(MASTER_ENV) or _string(table, "master", cls.master),
+            app_name=_string(table, "app_name", cls.app_name),
+            conf=tuple(conf.items()),
+        )
+
+    def __post_init__(self) -> None:
+        """A configured value that contradicts a fixed setting is an error rather than
+        silently replaced, so nobody believes a repository runs in another time zone."""
+        for key, value in self.conf:
+            fixed = FIXED_CONF.get(key)
+            if fixed is not None and value.lower() != fixed.lower():
+                raise ConfigError(
+                    f"Spark conf {key}={value!r} is not allowed: the reconciler requires {fixed!r}"
+                )
+
+    def spark_conf(self) -> dict[str, str]:
+        """Defaults, then the configured conf, then the fixed settings."""
+        return {**DEFAULT_CONF, **dict(self.conf), **FIXED_CONF}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def _table(document: dict[str, Any], dotted: str) -> dict[str, Any]:
+    """The table at a dotted path; a missing table is empty."""
+    table = document
+    for key in dotted.split("."):
+        value = table.get(key, {})
+        if not isinstance(value, dict):
+            raise ConfigError(f"[{dotted}] must be a table, got {value!r}")
+        table = value
+    return table
+
+
+def _string(table: dict[str, Any], key: str, default: str) -> str:
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        raise ConfigError(f"[tool.reconciler.spark] {key} must be a string, got {value!r}")
+    return value
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Conf keys as Spark spells them. TOML reads an unquoted ``spark.ui.port = 1`` as
+    nested tables, which is an easy mistake to make, so both spellings are accepted."""
+    for key, value in table.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _conf_value(key: str, value: Any) -> str:
+    """Spark conf values are strings; TOML numbers and booleans are accepted and spelt
+    as Spark expects (``true``, not Python's ``True``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise ConfigError(f"[tool.reconciler.spark.conf] {key} must be a string, got {value!r}")
+
+
+def _parse_conf_env(text: str) -> dict[str, str]:
+    """``key=value;key=value``; blank entries are skipped so a trailing ``;`` is fine."""
+    conf: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(";"))):
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{CONF_ENV}: expected key=value, got {entry!r}")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def java_available() -> bool:
+    """Whether Spark's launcher will find Java: like ``spark-class``, it uses
+    ``$JAVA_HOME/bin/java`` when JAVA_HOME is set and ``java`` on PATH otherwise."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        return os.access(Path(java_home) / "bin" / "java", os.X_OK)
+    return shutil.which("java") is not None
+
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+
+
+def spark_started() -> bool:
+    """Whether this process has started Spark (never starts it)."""
+    return _session is not None
+
+
+def get_spark(settings: SparkSettings) -> SparkSession:
+    """The process's SparkSession, started on first use.
+
+    There is one session per process, so only the first caller's settings count; later
+    callers share that session whatever settings they pass.
+    """
+    global _session
+    with _lock:
+        if _session is None:
+            _session = _start(settings)
+        return _session
+
+
+def _start(settings: SparkSettings) -> SparkSession:
+    if not java_available():
+        raise EngineUnavailableError(
+            "validating queries needs Java 17: install openjdk-17-jre-headless "
+            "(or set JAVA_HOME to a Java 17 installation)"
+        )
+    conf = settings.spark_conf()
+    # Read by Spark's launcher scripts before the JVM starts; without it Spark resolves
+    # the host name and may bind to an interface other than the driver's address.
+    os.environ.setdefault(LOCAL_IP_ENV, conf["spark.driver.bindAddress"])
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    _quiet_expected_errors()
+    return session
+
+
+def _quiet_expected_errors() -> None:
+    """pyspark logs every SQL analysis error with its JVM stack trace at ERROR before
+    raising it. The reconciler reports bad queries as results (and re-raises the rest),
+    so those log lines only duplicate the exception on stderr."""
+    from pyspark.logger import PySparkLogger
+
+    PySparkLogger.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)

@@ -1,0 +1,643 @@
+"""Policies: repository rules that every manifest of a pull request is checked against.
+
+The manifests come from untrusted pull requests, so policies only read them: a rule is
+one of a few checks implemented here (``name_pattern``, ``require_events``,
+``forbid_steps``, ``allowed_engines``, ``breaking_changes``) with its parameters in
+``policies/*.yaml``, and the only other kind of policy is a JSON Schema document
+(``policies/*.schema.json`` or ``.schema.yaml``) applied to each manifest's YAML data.
+Nothing in a manifest or a policy is ever run, imported or fetched over the network.
+
+Each finding becomes a ``Verdict`` in the plan, with the policy's id and severity and a
+message that says what was found and where; an error-level verdict fails the plan.
+Policy files are checked when loaded, and every mistake in them is a ``PolicyError``
+naming the file, line and policy, so that a broken policy never passes silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from referencing import Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
+
+from reconciler.odf import json_schemas, models
+from reconciler.odf.manifest import load_snapshots
+from reconciler.plan.model import ChangeClass, DatasetPlan, Location, Severity, Verdict
+
+if TYPE_CHECKING:
+    # Not exported by referencing, which annotates with it the same way.
+    from referencing._core import Resolver
+
+YamlPath = tuple[str | int, ...]
+"""A path into a YAML document: mapping keys and sequence indices."""
+
+_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+_STR_TAG = "tag:yaml.org,2002:str"
+_RULE_KEYS = ("id", "severity", "message", "applies_to")
+_SCHEMA_SUFFIXES = (".schema.json", ".schema.yaml")
+_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+_POLICY_BASE_URI = "https://reconciler.local/policies/"
+_MAX_DETAIL = 120
+
+# The comment line that approves a breaking change. Only whole-line comments count.
+_OVERRIDE = re.compile(r"^[ \t]*#[ \t]*reconcile:[ \t]*allow-breaking-change:(.*)$", re.MULTILINE)
+
+# Unions whose members ``forbid_steps`` can name, as ``<union>::<kind>`` like the spec.
+_STEP_UNIONS: dict[str, Any] = {
+    "FetchStep": models.FetchStep,
+    "PrepStep": models.PrepStep,
+    "ReadStep": models.ReadStep,
+    "Transform": models.Transform,
+    "MergeStrategy": models.MergeStrategy,
+    "EventTimeSource": models.EventTimeSource,
+    "SourceCaching": models.SourceCaching,
+    "Attachments": models.Attachments,
+}
+
+
+def _members(annotated: Any) -> tuple[type[models.OdfModel], ...]:
+    """The models of an ``Annotated[Union[...], ...]`` union (a one-member Union is the model)."""
+    union = typing.get_args(annotated)[0]
+    return typing.get_args(union) or (union,)
+
+
+_SPEC_NAMES: dict[type[models.OdfModel], str] = {
+    member: f"{union}::{member.model_fields['kind'].default}"
+    for union, annotated in _STEP_UNIONS.items()
+    for member in _members(annotated)
+}
+_EVENT_KINDS = tuple(str(t.model_fields["kind"].default) for t in models.EVENT_TYPES)
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML without implicit timestamps, like the manifest loader: policies must see
+    the same strings the manifest loader saw (a JSON Schema ``type: string`` would reject
+    a ``datetime``)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+class PolicyError(ValueError):
+    """A policy file is invalid; says where, so the policy owners can fix it."""
+
+    def __init__(self, file: Path, line: int, policy: str | None, message: str) -> None:
+        self.file = file
+        self.line = line
+        self.policy = policy
+        self.message = message
+        where = f"{file}:{line}"
+        super().__init__(f"{where}: {policy}: {message}" if policy else f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class ManifestFacts:
+    """What policies may look at: one manifest document, validated and as raw YAML data.
+
+    ``raw`` is the whole document (``kind``, ``version``, ``content``) for JSON Schema
+    policies; ``node`` is its composed YAML tree, used only to give findings a line.
+    """
+
+    snapshot: models.DatasetSnapshot
+    file: Path | str
+    line: int
+    raw: Any
+    node: yaml.Node | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a policy found: what, and where in the manifest (None: the whole of it)."""
+
+    detail: str
+    path: YamlPath | None = None
+
+
+class Check(Protocol):
+    """A rule's check: the findings of one manifest, given the plan of its dataset if any."""
+
+    def findings(
+        self, manifest: ManifestFacts, dataset: DatasetPlan | None
+    ) -> Iterator[Finding]: ...
+
+
+@dataclass(frozen=True)
+class NamePattern:
+    """The whole dataset name must match ``pattern``."""
+
+    pattern: re.Pattern[str]
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        name = manifest.snapshot.name
+        if self.pattern.fullmatch(name) is None:
+            yield Finding(f"name {name!r} does not match the required pattern", ("content", "name"))
+
+
+@dataclass(frozen=True)
+class RequireEvents:
+    """Each of ``kinds`` must appear among the manifest's events."""
+
+    kinds: tuple[str, ...]
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        present = {event.kind for event in manifest.snapshot.metadata}
+        for kind in self.kinds:
+            if kind not in present:
+                yield Finding(f"no {kind} event")
+
+
+@dataclass(frozen=True)
+class ForbidSteps:
+    """None of ``steps`` (spec names like ``PrepStep::Pipe``) may appear in any event."""
+
+    steps: frozenset[str]
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        for model, path in _walk_events(manifest.snapshot):
+            name = _SPEC_NAMES.get(type(model))
+            if name in self.steps:
+                yield Finding(f"{name} at {_path_text(path)}", path)
+
+
+@dataclass(frozen=True)
+class AllowedEngines:
+    """Every SQL transform (a source's ``preprocess``, ``SetTransform``) uses one of ``engines``."""
+
+    engines: tuple[str, ...]
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        for model, path in _walk_events(manifest.snapshot):
+            if isinstance(model, models.TransformSql) and model.engine not in self.engines:
+                where = (*path, "engine")
+                allowed = ", ".join(self.engines)
+                yield Finding(
+                    f"engine {model.engine!r} at {_path_text(where)} (allowed: {allowed})", where
+                )
+
+
+@dataclass(frozen=True)
+class BreakingChangesNeedOverride:
+    """A breaking change needs the manifest's reviewed override comment (see ``read_override``)."""
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        if dataset is None or dataset.change_class is not ChangeClass.BREAKING:
+            return
+        if dataset.override is not None:
+            return
+        changes = [
+            f"{e.key} ({'; '.join(e.reasons)})" if e.reasons else e.key
+            for e in dataset.events
+            if e.change_class is ChangeClass.BREAKING
+        ]
+        yield Finding("breaking change" + (f" to {', '.join(changes)}" if changes else ""))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A policy from a rule file: one check, its severity and its message."""
+
+    id: str
+    severity: Severity
+    message: str
+    check: Check
+    applies_to: models.DatasetKind | None = None
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        if self.applies_to is None or manifest.snapshot.kind is self.applies_to:
+            yield from self.check.findings(manifest, dataset)
+
+
+@dataclass(frozen=True)
+class SchemaPolicy:
+    """A policy from a JSON Schema document: every validation error is a finding."""
+
+    id: str
+    severity: Severity
+    message: str
+    validator: Draft202012Validator
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        for error in self.validator.iter_errors(manifest.raw):
+            path = tuple(error.absolute_path)
+            where = f" at {_path_text(path)}" if path else ""
+            yield Finding(_shorten(error.message) + where, path)
+
+
+Policy = Rule | SchemaPolicy
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """Every policy of a repository, in file name order and then in file order."""
+
+    policies: tuple[Policy, ...] = ()
+
+
+# --- Evaluation ----------------------------------------------------------------------------
+
+
+def evaluate(
+    policies: PolicySet, manifest: ManifestFacts, dataset: DatasetPlan | None
+) -> list[Verdict]:
+    """The verdicts of every policy on one manifest; ``dataset`` is its plan, when known.
+
+    Without a plan, checks that need one (``breaking_changes``) find nothing.
+    """
+    return [
+        Verdict(
+            policy=policy.id,
+            severity=policy.severity,
+            message=f"{finding.detail}: {policy.message}",
+            dataset=manifest.snapshot.name,
+            location=_location(manifest, finding.path),
+        )
+        for policy in policies.policies
+        for finding in policy.findings(manifest, dataset)
+    ]
+
+
+def load_manifest_facts(path: str | Path) -> list[ManifestFacts]:
+    """Every manifest document of a file, validated by ``load_snapshots`` (whose
+    ``ManifestError`` propagates), with its raw data and YAML tree."""
+    loaded = load_snapshots(path)
+    nodes = list(yaml.compose_all(Path(path).read_text(encoding="utf-8"), Loader=_Loader))
+    return [
+        ManifestFacts(item.snapshot, item.file, item.line, _construct(node), node)
+        for item, node in zip(loaded, nodes, strict=True)
+    ]
+
+
+def read_override(text: str) -> str | None:
+    """The reason of the manifest's ``# reconcile: allow-breaking-change: <reason>`` line.
+
+    A comment, so ODF tools read the manifest unchanged and the approval shows up in the
+    pull request diff. A line without a reason approves nothing (None), and a line inside
+    a multi-line string (a SQL query, say) is data, not a comment.
+    """
+    inside = _lines_inside_scalars(text)
+    for match in _OVERRIDE.finditer(text):
+        reason = match.group(1).strip()
+        if reason and text.count("\n", 0, match.start()) not in inside:
+            return reason
+    return None
+
+
+def _lines_inside_scalars(text: str) -> set[int]:
+    """0-based lines that continue a multi-line scalar, where a ``#`` starts no comment."""
+    lines: set[int] = set()
+    # A broken manifest is reported by the manifest loader; what was scanned still counts.
+    with contextlib.suppress(yaml.YAMLError):
+        for token in yaml.scan(text, Loader=_Loader):
+            if isinstance(token, yaml.ScalarToken):
+                start, end = token.start_mark, token.end_mark
+                lines.update(range(start.line + 1, end.line + (1 if end.column else 0)))
+    return lines
+
+
+def _walk_events(snapshot: models.DatasetSnapshot) -> Iterator[tuple[models.OdfModel, YamlPath]]:
+    """Every model inside the snapshot's events, with its path in the manifest."""
+    for i, event in enumerate(snapshot.metadata):
+        yield from _walk(event, ("content", "metadata", i))
+
+
+def _walk(value: object, path: YamlPath) -> Iterator[tuple[models.OdfModel, YamlPath]]:
+    if isinstance(value, models.OdfModel):
+        yield value, path
+        for name, field in type(value).model_fields.items():
+            yield from _walk(getattr(value, name), (*path, field.alias or name))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _walk(item, (*path, i))
+
+
+def _location(manifest: ManifestFacts, path: YamlPath | None) -> Location:
+    """The line of ``path`` in the manifest when it can be told, else the manifest's line."""
+    if path is None or manifest.node is None:
+        return Location(str(manifest.file), manifest.line)
+    mark = _locate(manifest.node, path).start_mark
+    return Location(str(manifest.file), mark.line + 1, mark.column + 1)
+
+
+def _locate(root: yaml.Node, path: YamlPath) -> yaml.Node:
+    """The deepest node of a YAML tree on ``path`` (a key spelled differently stops it)."""
+    node = root
+    for part in path:
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                break
+            node = node.value[part]
+        elif isinstance(node, yaml.MappingNode):
+            value = next((v for k, v in node.value if k.value == part), None)
+            if value is None:
+                break
+            node = value
+        else:
+            break
+    return node
+
+
+def _path_text(path: YamlPath) -> str:
+    """``content.metadata[0].prepare[1]``: the field path as manifest errors spell it."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+def _shorten(text: str) -> str:
+    """Validation messages quote the offending value, which may be long: keep plans readable."""
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+def _construct(node: yaml.Node) -> Any:
+    loader = _Loader("")
+    try:
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+# --- Loading -------------------------------------------------------------------------------
+
+
+def load_policies(directory: Path) -> PolicySet:
+    """Every policy in ``directory``: rule files ``*.yaml`` and schemas ``*.schema.json|yaml``.
+
+    Files are read in name order, so verdicts come out in a stable order. A missing or
+    empty directory means no policies. Other files (a README) are ignored.
+    """
+    if not directory.is_dir():
+        return PolicySet()
+    seen: dict[str, str] = {}
+    policies: list[Policy] = []
+    for path in sorted(directory.iterdir()):
+        if path.name.endswith(_SCHEMA_SUFFIXES):
+            policies.append(_load_schema_policy(path, seen))
+        elif path.suffix == ".yaml":
+            policies += _load_rule_file(path, seen)
+    return PolicySet(tuple(policies))
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The policy file (and policy) being read, to raise errors that point into it."""
+
+    file: Path
+    policy: str | None = None
+
+    def error(self, node: yaml.Node | None, message: str) -> PolicyError:
+        line = node.start_mark.line + 1 if node is not None else 1
+        return PolicyError(self.file, line, self.policy, message)
+
+    def mapping(self, node: yaml.Node, what: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        """A mapping's ``key: (key node, value node)``; keys must be unique strings."""
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, f"{what} must be a mapping")
+        fields: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key, value in node.value:
+            name = self.string(key, "a key")
+            if name in fields:
+                raise self.error(key, f"duplicate key {name!r}")
+            fields[name] = (key, value)
+        return fields
+
+    def string(self, node: yaml.Node, what: str) -> str:
+        if not isinstance(node, yaml.ScalarNode) or node.tag != _STR_TAG or not node.value:
+            raise self.error(node, f"{what} must be a non-empty string")
+        return str(node.value)
+
+    def strings(self, node: yaml.Node, what: str) -> list[tuple[str, yaml.Node]]:
+        """A non-empty list of strings, each with its node to point at a bad one."""
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            raise self.error(node, f"{what} must be a non-empty list of strings")
+        return [(self.string(item, f"each item of {what}"), item) for item in node.value]
+
+    def severity(self, node: yaml.Node, what: str) -> Severity:
+        value = self.string(node, what)
+        if value not in {s.value for s in Severity}:
+            expected = ", ".join(s.value for s in Severity)
+            raise self.error(node, f"{what} {value!r} is not one of: {expected}")
+        return Severity(value)
+
+    def claim(self, node: yaml.Node, policy: str, seen: dict[str, str]) -> _Source:
+        """Check ``policy`` is a new kebab-case id and record it; errors then name it."""
+        if not _ID.fullmatch(policy):
+            raise self.error(node, f"id {policy!r} must be kebab-case (like 'license-required')")
+        if policy in seen:
+            raise replace(self, policy=policy).error(
+                node, f"duplicate id, first defined at {seen[policy]}"
+            )
+        seen[policy] = f"{self.file}:{node.start_mark.line + 1}"
+        return replace(self, policy=policy)
+
+
+def _compose(source: _Source, text: str) -> yaml.Node | None:
+    try:
+        return yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else 1
+        raise PolicyError(source.file, line, None, f"invalid YAML: {e.problem or e}") from None
+
+
+def _load_rule_file(path: Path, seen: dict[str, str]) -> list[Rule]:
+    source = _Source(path)
+    root = _compose(source, path.read_text(encoding="utf-8"))
+    if root is None:
+        raise source.error(None, "a rule file must hold 'rules: [...]'")
+    fields = source.mapping(root, "a rule file")
+    for name, (key, _) in fields.items():
+        if name != "rules":
+            raise source.error(key, f"unknown key {name!r}; a rule file holds only 'rules'")
+    if "rules" not in fields:
+        raise source.error(root, "a rule file must hold 'rules: [...]'")
+    rules = fields["rules"][1]
+    if not isinstance(rules, yaml.SequenceNode):
+        raise source.error(rules, "'rules' must be a list")
+    return [_parse_rule(source, node, seen) for node in rules.value]
+
+
+def _parse_rule(source: _Source, node: yaml.Node, seen: dict[str, str]) -> Rule:
+    fields = source.mapping(node, "a rule")
+    if "id" not in fields:
+        raise source.error(node, "a rule needs an 'id'")
+    id_node = fields["id"][1]
+    source = source.claim(id_node, source.string(id_node, "'id'"), seen)
+    for name, (key, _) in fields.items():
+        if name not in _RULE_KEYS and name not in _CHECKS:
+            raise source.error(
+                key,
+                f"unknown key {name!r}; a rule has {', '.join(_RULE_KEYS)} "
+                f"and one check of: {', '.join(_CHECKS)}",
+            )
+    checks = [name for name in fields if name in _CHECKS]
+    if len(checks) != 1:
+        at = fields[checks[1]][0] if checks else node
+        raise source.error(at, f"a rule needs exactly one check of: {', '.join(_CHECKS)}")
+    for required in ("severity", "message"):
+        if required not in fields:
+            raise source.error(node, f"a rule needs a {required!r}")
+    return Rule(
+        id=str(source.policy),
+        severity=source.severity(fields["severity"][1], "severity"),
+        message=source.string(fields["message"][1], "'message'"),
+        check=_CHECKS[checks[0]](source, fields[checks[0]][1]),
+        applies_to=_applies_to(source, fields["applies_to"][1]) if "applies_to" in fields else None,
+    )
+
+
+def _applies_to(source: _Source, node: yaml.Node) -> models.DatasetKind:
+    value = source.string(node, "'applies_to'")
+    try:
+        return models.DatasetKind(value)
+    except ValueError:
+        raise source.error(node, f"applies_to {value!r} is not one of: Root, Derivative") from None
+
+
+def _name_pattern(source: _Source, node: yaml.Node) -> Check:
+    text = source.string(node, "'name_pattern'")
+    try:
+        return NamePattern(re.compile(text))
+    except re.error as e:
+        raise source.error(node, f"invalid regular expression {text!r}: {e}") from None
+
+
+def _require_events(source: _Source, node: yaml.Node) -> Check:
+    return RequireEvents(tuple(_known(source, node, "'require_events'", _EVENT_KINDS)))
+
+
+def _forbid_steps(source: _Source, node: yaml.Node) -> Check:
+    names = tuple(_SPEC_NAMES.values())
+    return ForbidSteps(frozenset(_known(source, node, "'forbid_steps'", names)))
+
+
+def _allowed_engines(source: _Source, node: yaml.Node) -> Check:
+    return AllowedEngines(tuple(value for value, _ in source.strings(node, "'allowed_engines'")))
+
+
+def _breaking_changes(source: _Source, node: yaml.Node) -> Check:
+    if source.string(node, "'breaking_changes'") != "require_override":
+        raise source.error(node, "breaking_changes takes one value: require_override")
+    return BreakingChangesNeedOverride()
+
+
+def _known(source: _Source, node: yaml.Node, what: str, known: tuple[str, ...]) -> list[str]:
+    """The strings of a list, each of which must be one of ``known`` (a typo never passes)."""
+    values = []
+    for value, item in source.strings(node, what):
+        if value not in known:
+            raise source.error(
+                item, f"unknown {value!r} in {what}; expected one of: {', '.join(known)}"
+            )
+        values.append(value)
+    return values
+
+
+# The closed vocabulary of checks a rule can use.
+_CHECKS: dict[str, Callable[[_Source, yaml.Node], Check]] = {
+    "name_pattern": _name_pattern,
+    "require_events": _require_events,
+    "forbid_steps": _forbid_steps,
+    "allowed_engines": _allowed_engines,
+    "breaking_changes": _breaking_changes,
+}
+
+
+def _load_schema_policy(path: Path, seen: dict[str, str]) -> SchemaPolicy:
+    """A JSON Schema policy; its id is the file name without ``.schema.json|yaml``.
+
+    The schema is draft 2020-12 and may ``$ref`` the ODF schemas by their ``$id``
+    (``https://reconciler.local/schemas/metadata-events/SetInfo.json``); references are
+    resolved from disk only, and one that resolves nowhere is an error now, not at plan time.
+    """
+    source = _Source(path)
+    schema, root = _schema_document(source, path)
+    fields = source.mapping(root, "a schema policy")
+    policy_id = path.name.removesuffix(".json").removesuffix(".yaml").removesuffix(".schema")
+    source = source.claim(root, policy_id, seen)
+    severity = Severity.ERROR
+    if "x-severity" in fields:
+        severity = source.severity(fields["x-severity"][1], "x-severity")
+    if "x-message" not in fields:
+        raise source.error(root, "a schema policy needs an 'x-message' to show in the plan")
+    message = source.string(fields["x-message"][1], "'x-message'")
+    if schema.get("$schema", _DRAFT) != _DRAFT:
+        raise source.error(fields["$schema"][1], f"only JSON Schema draft 2020-12 ({_DRAFT})")
+    schema.setdefault("$id", _POLICY_BASE_URI + path.name)
+    return SchemaPolicy(policy_id, severity, message, _validator(source, root, schema))
+
+
+def _schema_document(source: _Source, path: Path) -> tuple[Any, yaml.Node]:
+    """The schema's data, and its YAML tree to give errors a line.
+
+    A ``.json`` file is read as JSON (YAML would take ``1e3`` for a string); its tree is
+    the same text read as YAML, with tabs, which JSON allows only between tokens, as spaces.
+    """
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PolicyError(path, e.lineno, None, f"invalid JSON: {e.msg}") from None
+        root = _compose(source, text.replace("\t", " "))
+    else:
+        root = _compose(source, text)
+        data = _construct(root) if root is not None else None
+    if root is None:
+        raise source.error(None, "a schema policy must be a JSON Schema object")
+    return data, root
+
+
+def _validator(source: _Source, root: yaml.Node, schema: dict[str, Any]) -> Draft202012Validator:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as e:
+        at = _locate(root, tuple(e.absolute_path))
+        raise source.error(at, f"invalid JSON Schema: {_shorten(e.message)}") from None
+    resource = DRAFT202012.create_resource(schema)
+    registry = json_schemas.registry().with_resource(schema["$id"], resource)
+    resolver = registry.resolver(base_uri=schema["$id"])
+    broken = next(_unresolvable(resolver, resource), None)
+    if broken is not None:
+        raise source.error(_find_ref(root, broken), f"$ref {broken!r} resolves to no schema")
+    return Draft202012Validator(schema, registry=registry)
+
+
+def _unresolvable(resolver: Resolver[Any], resource: Resource[Any]) -> Iterator[str]:
+    """The ``$ref``s of a schema and its subschemas that cannot be resolved."""
+    ref = resource.contents.get("$ref") if isinstance(resource.contents, dict) else None
+    if isinstance(ref, str):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            yield ref
+    for sub in resource.subresources():
+        yield from _unresolvable(resolver.in_subresource(sub), sub)
+
+
+def _find_ref(node: yaml.Node, ref: str) -> yaml.Node | None:
+    """The key node of the first ``$ref: <ref>`` in a YAML tree, to say on which line it is."""
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.value == "$ref" and value.value == ref:
+                found: yaml.Node = key
+                return found
+            children.append(value)
+    elif isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    return next((f for child in children if (f := _find_ref(child, ref)) is not None), None)

@@ -1,0 +1,353 @@
+"""The plan as a GitHub pull-request comment, folded to fit GitHub's size limit.
+
+A reviewer first needs the overview (what each dataset will undergo, what the policies
+said, what is broken), then a picture of what the change reaches, then the detail of each
+changed dataset in a collapsed ``<details>`` section. GitHub refuses comments over 65,536
+characters, so when the comment is too long the detail is folded, biggest first: diff
+bodies become a one-line note, then whole sections become a list of names, then the graph
+goes. The overview (summary table, verdicts, problems) is never folded.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .model import (
+    DatasetPlan,
+    EventChange,
+    Plan,
+    Problem,
+    QueryCheck,
+    SchemaChange,
+    Severity,
+)
+from .render_common import (
+    changes_metadata,
+    column_type,
+    event_diff,
+    schema_rows,
+    summary_sentence,
+    verdicts_by_severity,
+)
+
+GITHUB_COMMENT_LIMIT = 65536
+"""The most characters GitHub accepts in an issue or pull-request comment."""
+
+_LOCAL_HINT = "run `reconcile --plan` locally"
+_SEPARATOR = "\n\n"  # between Markdown blocks
+_END = "\n"
+_SEVERITY_CELLS = {Severity.ERROR: "**error**", Severity.WARNING: "warning"}
+_NODE_STYLES = {  # GitHub's own diff palette, so the graph reads like the diff
+    "create": "fill:#dafbe1,stroke:#1a7f37",
+    "update": "fill:#fff8c5,stroke:#9a6700",
+    "delete": "fill:#ffebe9,stroke:#cf222e",
+    "affected": "fill:#fff1e5,stroke:#bc4c00",
+    "downstream": "fill:#f6f8fa,stroke:#8c959f",
+}
+
+
+def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+    """The plan as Markdown of at most ``limit`` characters, folding detail to get there.
+
+    The overview (title, summary table, verdicts, problems) is kept whole even when it
+    alone passes ``limit``: a comment that silently dropped datasets or errors would
+    mislead a reviewer, whereas an over-long one fails loudly where it is posted.
+    """
+    sections = [_section(d) for d in plan.datasets if d.events]
+    return _fit(_Comment(_overview(plan), _graph(plan), sections), limit)
+
+
+# Escaping ------------------------------------------------------------------------------
+
+
+def _inline(text: str) -> str:
+    """Text kept on one line of Markdown; in a table cell, also kept to its cell.
+
+    GitHub splits table rows on ``|`` before parsing code spans, so ``\\|`` is needed
+    even inside a span there (and shows as ``|``).
+    """
+    return text.replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
+
+
+def _code(text: str) -> str:
+    """A code span that survives backticks in ``text`` (CommonMark: a longer fence)."""
+    fence = "`" * (_longest_backtick_run(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _fenced(lines: Iterable[str], info: str) -> str:
+    """A fenced code block whose fence is longer than any backtick run inside it."""
+    body = "\n".join(lines)
+    fence = "`" * max(3, _longest_backtick_run(body) + 1)
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def _table(header: list[str], rows: Iterable[list[str]]) -> str:
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+# Overview ------------------------------------------------------------------------------
+
+
+def _overview(plan: Plan) -> list[str]:
+    """Title, summary, verdicts and problems: the blocks that are never folded."""
+    blocks = ["## Reconcile plan", summary_sentence(plan)]
+    context = _context(plan)
+    if context:
+        blocks.append(context)
+    blocks += ["### Datasets", _table(_DATASET_HEADER, (_dataset_row(d) for d in plan.datasets))]
+    if plan.verdicts:
+        blocks += ["### Policy verdicts", _verdict_table(plan)]
+    if plan.problems:
+        blocks += ["### Problems", _problem_list(plan)]
+    return blocks
+
+
+def _context(plan: Plan) -> str:
+    parts = []
+    if plan.base_ref is not None:
+        parts.append(f"Compared with {_code(plan.base_ref)}.")
+    if plan.engine_started:
+        parts.append("Changed queries were analysed by the engine.")
+    return " ".join(parts)
+
+
+_DATASET_HEADER = ["Dataset", "Action", "Class", "Events", "Downstream", "Pending", "Changed in PR"]
+
+
+def _dataset_row(dataset: DatasetPlan) -> list[str]:
+    affected = len(dataset.affected_downstream)
+    downstream = str(len(dataset.downstream)) if dataset.downstream else ""
+    changed = {True: "yes", False: "no", None: ""}[dataset.changed_in_pr]
+    cells = [
+        _code(dataset.name),
+        dataset.action.value,
+        dataset.change_class.value if dataset.change_class else "",
+        ", ".join(e.kind for e in dataset.events),
+        downstream + (f" ({affected} affected)" if affected else ""),
+        ", ".join(p.reason for p in dataset.pending),
+        changed,
+    ]
+    return [_inline(cell) for cell in cells]
+
+
+def _verdict_table(plan: Plan) -> str:
+    rows = [
+        [
+            _SEVERITY_CELLS[severity],
+            _inline(_code(v.policy)),
+            _inline(_code(v.dataset)) if v.dataset else "",
+            _inline(v.message),
+            _inline(_code(str(v.location))) if v.location else "",
+        ]
+        for severity, verdicts in verdicts_by_severity(plan)
+        for v in verdicts
+    ]
+    return _table(["Severity", "Policy", "Dataset", "Message", "Location"], rows)
+
+
+def _problem_list(plan: Plan) -> str:
+    return "\n".join(_problem_item(p) for p in plan.problems)
+
+
+def _problem_item(problem: Problem) -> str:
+    where = [_code(str(problem.location))] if problem.location else []
+    where += [_code(problem.dataset)] if problem.dataset else []
+    where += [f"field {_code(problem.field)}"] if problem.field else []
+    prefix = " ".join(where) + ": " if where else ""
+    return f"- {prefix}{_inline(problem.message)}"
+
+
+# Graph ---------------------------------------------------------------------------------
+
+
+def _graph(plan: Plan) -> _Foldable | None:
+    """A Mermaid graph of the changed datasets and their downstream; None if nothing changed.
+
+    Edges go from an input to its reader, drawn only between datasets in the graph so a
+    large repository stays a small picture of what this change reaches.
+    """
+    changed = [d for d in plan.datasets if changes_metadata(d)]
+    if not changed:
+        return None
+    reached = {n for d in changed for n in (d.name, *d.downstream)}
+    affected = {n for d in changed for n in d.affected_downstream}
+    ids = {d.name: f"d{i}" for i, d in enumerate(plan.datasets) if d.name in reached}
+    nodes = [d for d in plan.datasets if d.name in ids]
+    lines = ["graph LR"]
+    lines += [f'  {ids[d.name]}["{d.name}"]' for d in nodes]
+    lines += [f"  {ids[i]} --> {ids[d.name]}" for d in nodes for i in d.inputs if i in ids]
+    classes: dict[str, list[str]] = {}
+    for d in nodes:
+        classes.setdefault(_node_class(d, affected), []).append(ids[d.name])
+    used = [c for c in _NODE_STYLES if c in classes]
+    lines += [f"  classDef {c} {_NODE_STYLES[c]}" for c in used]
+    lines += [f"  class {','.join(classes[c])} {c}" for c in used]
+    heading = "### Affected datasets\n\n"
+    return _Foldable(
+        "graph",
+        heading + _fenced(lines, "mermaid"),
+        heading + f"_Graph of {len(nodes)} datasets omitted to fit the comment._",
+    )
+
+
+def _node_class(dataset: DatasetPlan, affected: set[str]) -> str:
+    if changes_metadata(dataset):
+        return dataset.action.value
+    return "affected" if dataset.name in affected else "downstream"
+
+
+# Details -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Foldable:
+    """A part of the comment in full and folded (a note in place of its bulk)."""
+
+    name: str
+    full: str
+    folded: str
+
+
+_Block = tuple[str, str]
+"""A block of a details section in full and folded; most blocks read the same both ways."""
+
+
+def _same(text: str) -> _Block:
+    return (text, text)
+
+
+def _section(dataset: DatasetPlan) -> _Foldable:
+    """A changed dataset's ``<details>`` section; folded, its diffs are one-line notes."""
+    blocks = _details(dataset)
+    return _Foldable(
+        dataset.name,
+        _SEPARATOR.join(full for full, _ in blocks),
+        _SEPARATOR.join(folded for _, folded in blocks),
+    )
+
+
+def _details(dataset: DatasetPlan) -> list[_Block]:
+    blocks = [_same(f"<details><summary>{_details_summary(dataset)}</summary>")]
+    if dataset.override:
+        blocks.append(_same(f"**Override:** {_inline(dataset.override)}"))
+    for event in dataset.events:
+        blocks += _event(event)
+    if dataset.query is not None:
+        blocks.append(_same(_query(dataset.query)))
+    if dataset.downstream:
+        blocks.append(_same("**Downstream:** " + _downstream(dataset)))
+    if dataset.pending:
+        pending = (f"- {_inline(p.reason)}: {_inline(p.detail)}" for p in dataset.pending)
+        blocks.append(_same("**Pending data:**\n\n" + "\n".join(pending)))
+    return [*blocks, _same("</details>")]
+
+
+def _details_summary(dataset: DatasetPlan) -> str:
+    traits = [dataset.action.value]
+    traits += [dataset.change_class.value] if dataset.change_class else []
+    traits += ["changed in this PR"] if dataset.changed_in_pr else []
+    return f"<code>{html.escape(dataset.name)}</code> ({dataset.kind}): {', '.join(traits)}"
+
+
+def _event(event: EventChange) -> list[_Block]:
+    key = f" on {_code(event.key)}" if event.key != event.kind else ""
+    blocks = [_same(f"#### {_code(event.kind)}{key} ({event.change_class.value})")]
+    if event.reasons:
+        blocks.append(_same("\n".join(f"- {_inline(r)}" for r in event.reasons)))
+    diff = event_diff(event)
+    blocks.append((_fenced(diff, "diff"), f"_diff omitted: {len(diff)} lines; {_LOCAL_HINT}_"))
+    if event.schema is not None:
+        blocks.append(_same(_schema_table(event.schema)))
+    return blocks
+
+
+def _schema_table(change: SchemaChange) -> str:
+    rows = [
+        [
+            _inline(_code(r.column)),
+            _inline(_code(r.before)) if r.before else "",
+            _inline(_code(r.after)) if r.after else "",
+            r.note,
+        ]
+        for r in schema_rows(change)
+    ]
+    return _table(["Column", "Before", "After", "Change"], rows)
+
+
+def _query(query: QueryCheck) -> str:
+    if query.ok:
+        columns = ", ".join(_code(f"{c.name} {column_type(c)}") for c in query.output_schema or ())
+        return "**Query check:** ok" + (f"; output columns: {columns}." if columns else ".")
+    where = f" at line {query.line}" if query.line is not None else ""
+    error = (query.error or "no message from the engine").splitlines()
+    return f"**Query check:** failed{where}:\n\n" + _fenced(error, "text")
+
+
+def _downstream(dataset: DatasetPlan) -> str:
+    affected = set(dataset.affected_downstream)
+    return ", ".join(
+        _code(n) + (" (affected)" if n in affected else "") for n in dataset.downstream
+    )
+
+
+# Folding ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Comment:
+    """The comment's parts and how far each is folded; :meth:`blocks` lays them out."""
+
+    overview: list[str]
+    graph: _Foldable | None
+    sections: list[_Foldable]
+    folded: set[int] = field(default_factory=set)
+    dropped: set[int] = field(default_factory=set)
+    graph_folded: bool = False
+
+    def blocks(self) -> list[str]:
+        blocks = list(self.overview)
+        if self.graph is not None:
+            blocks.append(self.graph.folded if self.graph_folded else self.graph.full)
+        if self.sections:
+            blocks.append("### Changes")
+        for i, section in enumerate(self.sections):
+            if i not in self.dropped:
+                blocks.append(section.folded if i in self.folded else section.full)
+        if self.dropped:
+            names = ", ".join(_code(self.sections[i].name) for i in sorted(self.dropped))
+            blocks.append(f"_Details omitted to fit the comment; {_LOCAL_HINT}: {names}._")
+        return blocks
+
+    def size(self) -> int:
+        """The length of :meth:`render`, without joining the blocks into one string."""
+        blocks = self.blocks()
+        return sum(map(len, blocks)) + len(_SEPARATOR) * (len(blocks) - 1) + len(_END)
+
+    def render(self) -> str:
+        return _SEPARATOR.join(self.blocks()) + _END
+
+
+def _fit(comment: _Comment, limit: int) -> str:
+    """Fold the comment's detail, largest sections first, until it fits in ``limit``.
+
+    First each section's diffs give way to notes, then whole sections to a list of
+    names, and last the graph; each step is taken only while the comment is too long.
+    """
+    by_size = sorted(range(len(comment.sections)), key=lambda i: -len(comment.sections[i].full))
+    for stage in (comment.folded, comment.dropped):
+        for i in by_size:
+            if comment.size() <= limit:
+                return comment.render()
+            stage.add(i)
+    comment.graph_folded = comment.size() > limit
+    return comment.render()

@@ -1,0 +1,880 @@
+"""The text, Markdown and JSON renderings of a hand-built plan, compared in full.
+
+The plan below is the one a reviewer meets most: a new root, a derivative whose query
+drops, adds and retypes columns, an unchanged dataset downstream of it, an orphaned
+chain, a root with data pending, verdicts of both severities and a located problem.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from reconciler.odf.json_schemas import SCHEMA_DIR, validator
+from reconciler.plan.model import (
+    Action,
+    ChangeClass,
+    Column,
+    DatasetPlan,
+    EventChange,
+    Location,
+    Pending,
+    Plan,
+    Problem,
+    QueryCheck,
+    SchemaChange,
+    Severity,
+    Verdict,
+)
+from reconciler.plan.render_json import plan_to_dict, render_json
+from reconciler.plan.render_markdown import render_markdown
+from reconciler.plan.render_text import render_text
+
+DID_TICKS = "did:odf:fed01816ef0a9abe93aba816ef0a9abe93aba90e6065747170300c0d3d30c2cd8d7a4"
+DID_DAILY = "did:odf:fed0119d6fbd1e7ff7b1a7a2f2f0bd0e06a0cbb7e0f5b3a7c6d4a1f2e3d4c5b6a7981"
+DID_WEEKLY = "did:odf:fed0127a4c1d0e9f8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b21"
+DID_LEGACY = "did:odf:fed01a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5"
+
+POLLING_SOURCE = {
+    "kind": "SetPollingSource",
+    "fetch": {"kind": "Url", "url": "https://example.org/prices.csv"},
+    "read": {
+        "kind": "Csv",
+        "header": True,
+        "schema": ["date TIMESTAMP", "symbol STRING", "price DECIMAL(18,4)"],
+    },
+    "merge": {"kind": "Ledger", "primaryKey": ["date", "symbol"]},
+}
+INFO = {"kind": "SetInfo", "description": "Daily closing prices", "keywords": ["finance", "prices"]}
+LICENSE = {
+    "kind": "SetLicense",
+    "shortName": "CC-BY-4.0",
+    "spdxId": "CC-BY-4.0",
+    "name": "Creative Commons Attribution 4.0 International",
+    "websiteUrl": "https://creativecommons.org/licenses/by/4.0/",
+}
+OLD_QUERY = "SELECT\n  event_time,\n  a,\n  b\nFROM `org.example.ticks`\n"
+NEW_QUERY = (
+    "SELECT\n  event_time,\n  CAST(a AS BIGINT) AS a,\n  price * 2 AS c\nFROM `org.example.ticks`\n"
+)
+
+
+def set_transform(query: str) -> dict[str, Any]:
+    return {
+        "kind": "SetTransform",
+        "inputs": [{"datasetRef": DID_TICKS, "alias": "org.example.ticks"}],
+        "transform": {"kind": "Sql", "engine": "spark", "query": query},
+    }
+
+
+EVENT_TIME = Column("event_time", "TIMESTAMP", nullable=False)
+
+TICKS = DatasetPlan(
+    name="org.example.ticks",
+    kind="Root",
+    action=Action.UNCHANGED,
+    manifest=Location("datasets/org.example.ticks.yaml"),
+    dataset_id=DID_TICKS,
+    downstream=("org.example.ticks.daily", "org.example.ticks.weekly"),
+    pending=(Pending("polling-source", "polled on every run: new data may be ingested"),),
+    changed_in_pr=False,
+)
+PRICES = DatasetPlan(
+    name="org.example.prices",
+    kind="Root",
+    action=Action.CREATE,
+    manifest=Location("datasets/org.example.prices.yaml"),
+    events=(
+        EventChange(
+            kind="SetPollingSource",
+            key="SetPollingSource",
+            before=None,
+            after=POLLING_SOURCE,
+            change_class=ChangeClass.COMPATIBLE,
+            reasons=("a new source",),
+            schema=SchemaChange(
+                before=None,
+                after=(
+                    Column("date", "TIMESTAMP"),
+                    Column("symbol", "STRING"),
+                    Column("price", "DECIMAL(18,4)"),
+                ),
+                added=("date", "symbol", "price"),
+            ),
+        ),
+        EventChange(
+            kind="SetInfo",
+            key="SetInfo",
+            before=None,
+            after=INFO,
+            change_class=ChangeClass.METADATA_ONLY,
+            reasons=("SetInfo changes descriptive metadata only",),
+        ),
+        EventChange(
+            kind="SetLicense",
+            key="SetLicense",
+            before=None,
+            after=LICENSE,
+            change_class=ChangeClass.METADATA_ONLY,
+            reasons=("SetLicense changes descriptive metadata only",),
+        ),
+    ),
+    change_class=ChangeClass.COMPATIBLE,
+    changed_in_pr=True,
+)
+DAILY = DatasetPlan(
+    name="org.example.ticks.daily",
+    kind="Derivative",
+    action=Action.UPDATE,
+    manifest=Location("datasets/org.example.ticks.daily.yaml"),
+    dataset_id=DID_DAILY,
+    events=(
+        EventChange(
+            kind="SetTransform",
+            key="SetTransform",
+            before=set_transform(OLD_QUERY),
+            after=set_transform(NEW_QUERY),
+            change_class=ChangeClass.BREAKING,
+            reasons=(
+                "the query changed: the engine analyses it",
+                "drops or renames columns: b",
+                "retypes columns: a INT -> BIGINT",
+            ),
+            schema=SchemaChange(
+                before=(EVENT_TIME, Column("a", "INT"), Column("b", "STRING")),
+                after=(EVENT_TIME, Column("a", "BIGINT"), Column("c", "DOUBLE")),
+                added=("c",),
+                removed=("b",),
+                retyped=(("a", "INT", "BIGINT"),),
+            ),
+        ),
+    ),
+    change_class=ChangeClass.BREAKING,
+    inputs=("org.example.ticks",),
+    downstream=("org.example.ticks.weekly",),
+    affected_downstream=("org.example.ticks.weekly",),
+    query=QueryCheck(
+        dataset="org.example.ticks.daily",
+        ok=True,
+        output_schema=(EVENT_TIME, Column("a", "BIGINT"), Column("c", "DOUBLE")),
+    ),
+    changed_in_pr=True,
+)
+WEEKLY = DatasetPlan(
+    name="org.example.ticks.weekly",
+    kind="Derivative",
+    action=Action.UNCHANGED,
+    manifest=Location("datasets/org.example.ticks.weekly.yaml"),
+    dataset_id=DID_WEEKLY,
+    inputs=("org.example.ticks.daily",),
+    changed_in_pr=False,
+)
+LEGACY = DatasetPlan(
+    name="org.example.legacy", kind="Root", action=Action.ORPHANED, dataset_id=DID_LEGACY
+)
+PLAN = Plan(
+    datasets=(TICKS, PRICES, DAILY, WEEKLY, LEGACY),
+    verdicts=(
+        Verdict(
+            policy="license-required",
+            severity=Severity.WARNING,
+            message="no SetLicense: readers cannot tell how they may use the data",
+            dataset="org.example.ticks.weekly",
+            location=Location("datasets/org.example.ticks.weekly.yaml"),
+        ),
+        Verdict(
+            policy="breaking-changes-need-override",
+            severity=Severity.ERROR,
+            message="breaking change without an override: drops b, retypes a",
+            dataset="org.example.ticks.daily",
+            location=Location("datasets/org.example.ticks.daily.yaml", 7, 7),
+        ),
+        Verdict(
+            policy="no-orphans",
+            severity=Severity.WARNING,
+            message="1 chain has no manifest: org.example.legacy",
+        ),
+    ),
+    problems=(
+        Problem(
+            message="unknown input org.example.missing",
+            dataset="org.example.broken",
+            location=Location("datasets/org.example.broken.yaml", 9, 11),
+            field="content.metadata[0].inputs[0].datasetRef",
+        ),
+    ),
+    base_ref="origin/main",
+    engine_started=True,
+)
+
+FAILED_QUERY = QueryCheck(
+    dataset="org.example.ticks.daily",
+    ok=False,
+    error=(
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name `price` cannot be resolved.\n"
+        "== SQL (line 4, position 3) ==\n"
+        "  price * 2 AS c\n"
+        "  ^^^^^"
+    ),
+    line=4,
+)
+
+
+def generated_query(factor: int) -> str:
+    """A long query, so that each generated dataset's diff is large."""
+    columns = [f"  col_{i} * {factor} AS col_{i}," for i in range(80)]
+    return "\n".join(["SELECT", *columns, "  1 AS one", "FROM `org.example.ticks`"]) + "\n"
+
+
+def generated_update(index: int) -> DatasetPlan:
+    """A derivative whose query changes in every line."""
+    return DatasetPlan(
+        name=f"org.example.generated.d{index:03}",
+        kind="Derivative",
+        action=Action.UPDATE,
+        dataset_id=DID_DAILY,
+        events=(
+            EventChange(
+                kind="SetTransform",
+                key="SetTransform",
+                before=set_transform(generated_query(1)),
+                after=set_transform(generated_query(2)),
+                change_class=ChangeClass.NEEDS_VALIDATION,
+                reasons=("the query changed: the engine analyses it",),
+            ),
+        ),
+        change_class=ChangeClass.NEEDS_VALIDATION,
+        inputs=("org.example.ticks",),
+        changed_in_pr=True,
+    )
+
+
+def markdown_blocks(markdown: str) -> list[str]:
+    return markdown.split("\n\n")
+
+
+# JSON ----------------------------------------------------------------------------------
+
+
+def test_json_plan_is_valid_against_the_plan_schema_with_format_checking() -> None:
+    check = validator("plan.json")
+    assert isinstance(check, Draft202012Validator)
+    assert check.schema == json.loads((SCHEMA_DIR / "plan.json").read_text(encoding="utf-8"))
+    assert check.format_checker is not None
+    document = json.loads(render_json(PLAN))
+    assert [e.message for e in check.iter_errors(document)] == []
+
+
+def test_json_document_is_indented_by_two_with_format_version_first() -> None:
+    text = render_json(PLAN)
+    assert text.startswith('{\n  "formatVersion": 1,\n  "baseRef": "origin/main",\n')
+    assert json.loads(text) == plan_to_dict(PLAN)
+    assert list(plan_to_dict(PLAN)) == [
+        "formatVersion",
+        "baseRef",
+        "engineStarted",
+        "summary",
+        "datasets",
+        "verdicts",
+        "problems",
+    ]
+
+
+def test_json_summary_counts_actions_pending_errors_and_gives_both_exit_codes() -> None:
+    assert plan_to_dict(PLAN)["summary"] == {
+        "actions": {"create": 1, "update": 1, "unchanged": 2, "orphaned": 1, "delete": 0},
+        "pendingData": 1,
+        "errors": 2,
+        "warnings": 2,
+        "hasChanges": True,
+        "hasErrors": True,
+        "exitCode": {"default": 1, "detailed": 1},
+    }
+
+
+def test_json_exit_codes_are_two_for_changes_only_with_the_detailed_exit_code() -> None:
+    changes = plan_to_dict(Plan(datasets=(PRICES,)))["summary"]
+    nothing = plan_to_dict(Plan(datasets=(WEEKLY,)))["summary"]
+    assert (changes["hasChanges"], changes["exitCode"]) == (True, {"default": 0, "detailed": 2})
+    assert (nothing["hasChanges"], nothing["exitCode"]) == (False, {"default": 0, "detailed": 0})
+
+
+def test_json_update_carries_events_before_and_after_schema_change_and_downstream() -> None:
+    daily = plan_to_dict(PLAN)["datasets"][2]
+    assert daily == {
+        "name": "org.example.ticks.daily",
+        "kind": "Derivative",
+        "action": "update",
+        "changeClass": "breaking",
+        "changedInPr": True,
+        "datasetId": DID_DAILY,
+        "manifest": {"file": "datasets/org.example.ticks.daily.yaml"},
+        "inputs": ["org.example.ticks"],
+        "downstream": ["org.example.ticks.weekly"],
+        "affectedDownstream": ["org.example.ticks.weekly"],
+        "events": [
+            {
+                "kind": "SetTransform",
+                "key": "SetTransform",
+                "changeClass": "breaking",
+                "reasons": [
+                    "the query changed: the engine analyses it",
+                    "drops or renames columns: b",
+                    "retypes columns: a INT -> BIGINT",
+                ],
+                "before": set_transform(OLD_QUERY),
+                "after": set_transform(NEW_QUERY),
+                "schema": {
+                    "before": [
+                        {"name": "event_time", "type": "TIMESTAMP", "nullable": False},
+                        {"name": "a", "type": "INT", "nullable": True},
+                        {"name": "b", "type": "STRING", "nullable": True},
+                    ],
+                    "after": [
+                        {"name": "event_time", "type": "TIMESTAMP", "nullable": False},
+                        {"name": "a", "type": "BIGINT", "nullable": True},
+                        {"name": "c", "type": "DOUBLE", "nullable": True},
+                    ],
+                    "added": ["c"],
+                    "removed": ["b"],
+                    "retyped": [{"column": "a", "before": "INT", "after": "BIGINT"}],
+                    "nullability": [],
+                },
+            }
+        ],
+        "pending": [],
+        "query": {
+            "dataset": "org.example.ticks.daily",
+            "ok": True,
+            "outputSchema": [
+                {"name": "event_time", "type": "TIMESTAMP", "nullable": False},
+                {"name": "a", "type": "BIGINT", "nullable": True},
+                {"name": "c", "type": "DOUBLE", "nullable": True},
+            ],
+        },
+    }
+
+
+def test_json_omits_absent_fields_but_keeps_the_null_before_of_a_new_event() -> None:
+    prices, legacy = plan_to_dict(PLAN)["datasets"][1], plan_to_dict(PLAN)["datasets"][4]
+    assert list(prices) == [
+        "name",
+        "kind",
+        "action",
+        "changeClass",
+        "changedInPr",
+        "manifest",
+        "inputs",
+        "downstream",
+        "affectedDownstream",
+        "events",
+        "pending",
+    ]
+    assert prices["events"][1] == {
+        "kind": "SetInfo",
+        "key": "SetInfo",
+        "changeClass": "metadata-only",
+        "reasons": ["SetInfo changes descriptive metadata only"],
+        "before": None,
+        "after": INFO,
+    }
+    assert prices["events"][0]["schema"]["before"] is None
+    assert legacy == {
+        "name": "org.example.legacy",
+        "kind": "Root",
+        "action": "orphaned",
+        "datasetId": DID_LEGACY,
+        "inputs": [],
+        "downstream": [],
+        "affectedDownstream": [],
+        "events": [],
+        "pending": [],
+    }
+
+
+def test_json_verdicts_and_problems_keep_their_locations() -> None:
+    document = plan_to_dict(PLAN)
+    assert document["verdicts"] == [
+        {
+            "policy": "license-required",
+            "severity": "warning",
+            "message": "no SetLicense: readers cannot tell how they may use the data",
+            "dataset": "org.example.ticks.weekly",
+            "location": {"file": "datasets/org.example.ticks.weekly.yaml"},
+        },
+        {
+            "policy": "breaking-changes-need-override",
+            "severity": "error",
+            "message": "breaking change without an override: drops b, retypes a",
+            "dataset": "org.example.ticks.daily",
+            "location": {"file": "datasets/org.example.ticks.daily.yaml", "line": 7, "column": 7},
+        },
+        {
+            "policy": "no-orphans",
+            "severity": "warning",
+            "message": "1 chain has no manifest: org.example.legacy",
+        },
+    ]
+    assert document["problems"] == [
+        {
+            "message": "unknown input org.example.missing",
+            "dataset": "org.example.broken",
+            "location": {"file": "datasets/org.example.broken.yaml", "line": 9, "column": 11},
+            "field": "content.metadata[0].inputs[0].datasetRef",
+        }
+    ]
+
+
+def test_json_failed_query_keeps_the_engine_error_and_its_line() -> None:
+    plan = Plan(datasets=(dataclasses.replace(DAILY, query=FAILED_QUERY),))
+    document = plan_to_dict(plan)
+    assert document["datasets"][0]["query"] == {
+        "dataset": "org.example.ticks.daily",
+        "ok": False,
+        "error": FAILED_QUERY.error,
+        "line": 4,
+    }
+    assert list(validator("plan.json").iter_errors(document)) == []
+
+
+def test_plan_schema_checks_events_against_the_odf_event_schemas() -> None:
+    document = plan_to_dict(PLAN)
+    bad = copy.deepcopy(document)
+    bad["datasets"][2]["events"][0]["after"] = {"kind": "SetTransform", "query": "SELECT 1"}
+    errors = list(validator("plan.json").iter_errors(bad))
+    assert [(e.json_path, e.validator) for e in errors] == [
+        ("$.datasets[2].events[0].after", "oneOf")
+    ]
+
+
+def test_plan_schema_rejects_unknown_keys_and_unknown_actions() -> None:
+    bad = copy.deepcopy(plan_to_dict(PLAN))
+    bad["datasets"][0]["colour"] = "green"
+    bad["datasets"][1]["action"] = "replace"
+    bad["summary"]["exitCode"]["detailed"] = 3
+    errors = sorted(validator("plan.json").iter_errors(bad), key=lambda e: e.json_path)
+    assert [(e.json_path, e.validator) for e in errors] == [
+        ("$.datasets[0]", "additionalProperties"),
+        ("$.datasets[1].action", "enum"),
+        ("$.summary.exitCode.detailed", "enum"),
+    ]
+
+
+# Text ----------------------------------------------------------------------------------
+
+EXPECTED_TEXT = """\
+= org.example.ticks (Root) unchanged
+    pending data: polling-source: polled on every run: new data may be ingested
+
++ org.example.prices (Root, compatible) will be created (changed in this PR)
+    + SetPollingSource (compatible)
+        # a new source
+        + kind: SetPollingSource
+        + fetch:
+        +   kind: Url
+        +   url: https://example.org/prices.csv
+        + read:
+        +   kind: Csv
+        +   header: true
+        +   schema:
+        +   - date TIMESTAMP
+        +   - symbol STRING
+        +   - price DECIMAL(18,4)
+        + merge:
+        +   kind: Ledger
+        +   primaryKey:
+        +   - date
+        +   - symbol
+        schema:
+            column  before  after
+          + date            TIMESTAMP      added
+          + symbol          STRING         added
+          + price           DECIMAL(18,4)  added
+    + SetInfo (metadata-only)
+        # SetInfo changes descriptive metadata only
+        + kind: SetInfo
+        + description: Daily closing prices
+        + keywords:
+        + - finance
+        + - prices
+    + SetLicense (metadata-only)
+        # SetLicense changes descriptive metadata only
+        + kind: SetLicense
+        + shortName: CC-BY-4.0
+        + spdxId: CC-BY-4.0
+        + name: Creative Commons Attribution 4.0 International
+        + websiteUrl: https://creativecommons.org/licenses/by/4.0/
+
+~ org.example.ticks.daily (Derivative, breaking) will be updated (changed in this PR)
+    ~ SetTransform (breaking)
+        # the query changed: the engine analyses it
+        # drops or renames columns: b
+        # retypes columns: a INT -> BIGINT
+        @@ -8,6 +8,6 @@
+            query: |
+              SELECT
+                event_time,
+        -       a,
+        -       b
+        +       CAST(a AS BIGINT) AS a,
+        +       price * 2 AS c
+              FROM `org.example.ticks`
+        schema:
+            column      before              after
+            event_time  TIMESTAMP NOT NULL  TIMESTAMP NOT NULL
+          ~ a           INT                 BIGINT              retyped
+          + c                               DOUBLE              added
+          - b           STRING                                  removed
+    query check: ok; output columns: event_time TIMESTAMP NOT NULL, a BIGINT, c DOUBLE
+    downstream: org.example.ticks.weekly (affected)
+
+= org.example.ticks.weekly (Derivative) unchanged
+? org.example.legacy (Root) orphaned: no manifest, left untouched
+
+Policy errors:
+  [breaking-changes-need-override] datasets/org.example.ticks.daily.yaml:7:7: org.example.ticks.daily: breaking change without an override: drops b, retypes a
+Policy warnings:
+  [license-required] datasets/org.example.ticks.weekly.yaml: org.example.ticks.weekly: no SetLicense: readers cannot tell how they may use the data
+  [no-orphans] 1 chain has no manifest: org.example.legacy
+
+Problems:
+  datasets/org.example.broken.yaml:9:11: org.example.broken: content.metadata[0].inputs[0].datasetRef: unknown input org.example.missing
+
+Plan: 1 to create, 1 to update, 2 unchanged, 1 orphaned; 1 with pending data. 2 errors, 2 warnings.
+"""
+
+
+def test_text_renders_the_whole_plan_like_terraform_plan() -> None:
+    assert render_text(PLAN, color=False) == EXPECTED_TEXT
+
+
+def test_text_headers_mark_each_action_and_unchanged_datasets_take_one_line() -> None:
+    deleted = dataclasses.replace(LEGACY, action=Action.DELETE)
+    plan = Plan(datasets=(WEEKLY, deleted, dataclasses.replace(WEEKLY, name="org.example.z")))
+    assert render_text(plan, color=False).splitlines() == [
+        "= org.example.ticks.weekly (Derivative) unchanged",
+        "- org.example.legacy (Root) will be deleted",
+        "= org.example.z (Derivative) unchanged",
+        "",
+        "Plan: 2 unchanged, 1 to delete. 0 errors, 0 warnings.",
+    ]
+
+
+def test_text_shows_a_failed_query_with_the_engine_error_and_its_line() -> None:
+    plan = Plan(datasets=(dataclasses.replace(DAILY, query=FAILED_QUERY),))
+    lines = render_text(plan, color=False).splitlines()
+    start = lines.index(
+        "    query check: failed at line 4: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name `price` cannot be resolved."
+    )
+    assert lines[start + 1 : start + 4] == [
+        "        == SQL (line 4, position 3) ==",
+        "          price * 2 AS c",
+        "          ^^^^^",
+    ]
+
+
+def test_text_says_so_when_the_plan_has_no_datasets() -> None:
+    assert (
+        render_text(Plan(datasets=()), color=False) == "Plan: no datasets. 0 errors, 0 warnings.\n"
+    )
+
+
+def test_text_without_color_has_no_escape_codes() -> None:
+    assert "\x1b" not in render_text(PLAN, color=False)
+
+
+def test_text_with_color_paints_creates_green_updates_yellow_removals_red_unchanged_dim() -> None:
+    lines = render_text(PLAN, color=True).splitlines()
+    assert lines[0] == "\x1b[2m= org.example.ticks (Root) unchanged\x1b[0m"
+    assert (
+        lines[3]
+        == "\x1b[32m+ org.example.prices (Root, compatible) will be created (changed in this PR)\x1b[0m"
+    )
+    assert (
+        "\x1b[33m~ org.example.ticks.daily (Derivative, breaking) will be updated (changed in this PR)\x1b[0m"
+        in lines
+    )
+    assert "\x1b[31m        -       a,\x1b[0m" in lines
+    assert "\x1b[32m        +       CAST(a AS BIGINT) AS a,\x1b[0m" in lines
+    assert "\x1b[31mPolicy errors:\x1b[0m" in lines
+    assert "\x1b[31mProblems:\x1b[0m" in lines
+    assert "? org.example.legacy (Root) orphaned: no manifest, left untouched" in lines
+
+
+def test_text_colours_change_no_character_of_the_layout() -> None:
+    assert re.sub(r"\x1b\[[0-9;]*m", "", render_text(PLAN, color=True)) == EXPECTED_TEXT
+
+
+# Markdown ------------------------------------------------------------------------------
+
+EXPECTED_OVERVIEW = """\
+## Reconcile plan
+
+Plan: 1 to create, 1 to update, 2 unchanged, 1 orphaned; 1 with pending data. 2 errors, 2 warnings.
+
+Compared with `origin/main`. Changed queries were analysed by the engine.
+
+### Datasets
+
+| Dataset | Action | Class | Events | Downstream | Pending | Changed in PR |
+| --- | --- | --- | --- | --- | --- | --- |
+| `org.example.ticks` | unchanged |  |  | 2 | polling-source | no |
+| `org.example.prices` | create | compatible | SetPollingSource, SetInfo, SetLicense |  |  | yes |
+| `org.example.ticks.daily` | update | breaking | SetTransform | 1 (1 affected) |  | yes |
+| `org.example.ticks.weekly` | unchanged |  |  |  |  | no |
+| `org.example.legacy` | orphaned |  |  |  |  |  |
+
+### Policy verdicts
+
+| Severity | Policy | Dataset | Message | Location |
+| --- | --- | --- | --- | --- |
+| **error** | `breaking-changes-need-override` | `org.example.ticks.daily` | breaking change without an override: drops b, retypes a | `datasets/org.example.ticks.daily.yaml:7:7` |
+| warning | `license-required` | `org.example.ticks.weekly` | no SetLicense: readers cannot tell how they may use the data | `datasets/org.example.ticks.weekly.yaml` |
+| warning | `no-orphans` |  | 1 chain has no manifest: org.example.legacy |  |
+
+### Problems
+
+- `datasets/org.example.broken.yaml:9:11` `org.example.broken` field `content.metadata[0].inputs[0].datasetRef`: unknown input org.example.missing
+"""
+
+EXPECTED_GRAPH = """\
+### Affected datasets
+
+```mermaid
+graph LR
+  d1["org.example.prices"]
+  d2["org.example.ticks.daily"]
+  d3["org.example.ticks.weekly"]
+  d2 --> d3
+  classDef create fill:#dafbe1,stroke:#1a7f37
+  classDef update fill:#fff8c5,stroke:#9a6700
+  classDef affected fill:#fff1e5,stroke:#bc4c00
+  class d1 create
+  class d2 update
+  class d3 affected
+```
+"""
+
+EXPECTED_DAILY_SECTION = """\
+<details><summary><code>org.example.ticks.daily</code> (Derivative): update, breaking, changed in this PR</summary>
+
+#### `SetTransform` (breaking)
+
+- the query changed: the engine analyses it
+- drops or renames columns: b
+- retypes columns: a INT -> BIGINT
+
+```diff
+@@ -8,6 +8,6 @@
+    query: |
+      SELECT
+        event_time,
+-       a,
+-       b
++       CAST(a AS BIGINT) AS a,
++       price * 2 AS c
+      FROM `org.example.ticks`
+```
+
+| Column | Before | After | Change |
+| --- | --- | --- | --- |
+| `event_time` | `TIMESTAMP NOT NULL` | `TIMESTAMP NOT NULL` |  |
+| `a` | `INT` | `BIGINT` | retyped |
+| `c` |  | `DOUBLE` | added |
+| `b` | `STRING` |  | removed |
+
+**Query check:** ok; output columns: `event_time TIMESTAMP NOT NULL`, `a BIGINT`, `c DOUBLE`.
+
+**Downstream:** `org.example.ticks.weekly` (affected)
+
+</details>
+"""
+
+EXPECTED_PRICES_SECTION = """\
+<details><summary><code>org.example.prices</code> (Root): create, compatible, changed in this PR</summary>
+
+#### `SetPollingSource` (compatible)
+
+- a new source
+
+```diff
++ kind: SetPollingSource
++ fetch:
++   kind: Url
++   url: https://example.org/prices.csv
++ read:
++   kind: Csv
++   header: true
++   schema:
++   - date TIMESTAMP
++   - symbol STRING
++   - price DECIMAL(18,4)
++ merge:
++   kind: Ledger
++   primaryKey:
++   - date
++   - symbol
+```
+
+| Column | Before | After | Change |
+| --- | --- | --- | --- |
+| `date` |  | `TIMESTAMP` | added |
+| `symbol` |  | `STRING` | added |
+| `price` |  | `DECIMAL(18,4)` | added |
+
+#### `SetInfo` (metadata-only)
+
+- SetInfo changes descriptive metadata only
+
+```diff
++ kind: SetInfo
++ description: Daily closing prices
++ keywords:
++ - finance
++ - prices
+```
+
+#### `SetLicense` (metadata-only)
+
+- SetLicense changes descriptive metadata only
+
+```diff
++ kind: SetLicense
++ shortName: CC-BY-4.0
++ spdxId: CC-BY-4.0
++ name: Creative Commons Attribution 4.0 International
++ websiteUrl: https://creativecommons.org/licenses/by/4.0/
+```
+
+</details>
+"""
+
+
+def test_markdown_is_overview_graph_then_a_details_section_per_changed_dataset() -> None:
+    assert render_markdown(PLAN) == "\n".join(
+        [
+            EXPECTED_OVERVIEW,
+            EXPECTED_GRAPH,
+            "### Changes\n",
+            EXPECTED_PRICES_SECTION,
+            EXPECTED_DAILY_SECTION,
+        ]
+    )
+
+
+def test_markdown_summary_table_has_a_row_per_dataset() -> None:
+    lines = render_markdown(PLAN).splitlines()
+    start = lines.index(
+        "| Dataset | Action | Class | Events | Downstream | Pending | Changed in PR |"
+    )
+    assert lines[start + 2 : start + 7] == [
+        "| `org.example.ticks` | unchanged |  |  | 2 | polling-source | no |",
+        "| `org.example.prices` | create | compatible | SetPollingSource, SetInfo, SetLicense |  |  | yes |",
+        "| `org.example.ticks.daily` | update | breaking | SetTransform | 1 (1 affected) |  | yes |",
+        "| `org.example.ticks.weekly` | unchanged |  |  |  |  | no |",
+        "| `org.example.legacy` | orphaned |  |  |  |  |  |",
+    ]
+
+
+def test_markdown_graph_links_inputs_to_readers_among_changed_and_downstream_only() -> None:
+    markdown = render_markdown(PLAN)
+    assert EXPECTED_GRAPH in markdown
+    assert '["org.example.ticks"]' not in markdown  # an unchanged input: outside the picture
+
+
+def test_markdown_failed_query_shows_the_engine_error_in_a_code_block() -> None:
+    plan = Plan(datasets=(dataclasses.replace(DAILY, query=FAILED_QUERY),))
+    markdown = render_markdown(plan)
+    assert (
+        "**Query check:** failed at line 4:\n\n"
+        "```text\n"
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name `price` cannot be resolved.\n"
+        "== SQL (line 4, position 3) ==\n"
+        "  price * 2 AS c\n"
+        "  ^^^^^\n"
+        "```"
+    ) in markdown
+
+
+def test_markdown_escapes_pipes_and_newlines_in_cells_and_backticks_in_code() -> None:
+    weird = Verdict(
+        policy="naming",
+        severity=Severity.ERROR,
+        message="use a | b\nnot a || b",
+        dataset="org.example.ticks",
+    )
+    schema = SchemaChange(before=None, after=(Column("a`b", "INT"),), added=("a`b",))
+    event = dataclasses.replace(
+        DAILY.events[0], after=set_transform("SELECT '```' AS fence"), schema=schema
+    )
+    plan = Plan(
+        datasets=(dataclasses.replace(DAILY, events=(event,), query=None),), verdicts=(weird,)
+    )
+    blocks = markdown_blocks(render_markdown(plan))
+    assert blocks[blocks.index("### Policy verdicts") + 1].splitlines()[2] == (
+        "| **error** | `naming` | `org.example.ticks` | use a \\| b<br>not a \\|\\| b |  |"
+    )
+    schema_table = next(b for b in blocks if b.startswith("| Column |"))
+    assert schema_table.splitlines()[2] == "| ``a`b`` |  | `INT` | added |"
+    diff = next(b for b in blocks if b.startswith("````diff"))
+    assert diff.splitlines()[-3:] == [
+        "-     FROM `org.example.ticks`",
+        "+   query: SELECT '```' AS fence",
+        "````",
+    ]
+
+
+def test_markdown_folds_the_diffs_of_the_largest_section_first() -> None:
+    limit = len(render_markdown(PLAN)) - 1
+    blocks = markdown_blocks(render_markdown(PLAN, limit))
+    assert len("\n\n".join(blocks)) <= limit
+    assert [b for b in blocks if b.startswith("_diff omitted")] == [
+        "_diff omitted: 16 lines; run `reconcile --plan` locally_",
+        "_diff omitted: 5 lines; run `reconcile --plan` locally_",
+        "_diff omitted: 5 lines; run `reconcile --plan` locally_",
+    ]
+    assert EXPECTED_DAILY_SECTION.rstrip("\n") in "\n\n".join(blocks)
+
+
+def test_markdown_of_300_large_diffs_fits_a_github_comment_and_names_every_dataset() -> None:
+    plan = Plan(datasets=tuple(generated_update(i) for i in range(300)))
+    markdown = render_markdown(plan)
+    assert len(markdown) <= 65536
+    lines = markdown.splitlines()
+    rows = lines[lines.index("| --- | --- | --- | --- | --- | --- | --- |") + 1 :][:300]
+    assert rows == [
+        f"| `org.example.generated.d{i:03}` | update | needs-validation | SetTransform |  |  | yes |"
+        for i in range(300)
+    ]
+    kept = [line for line in lines if line.startswith("<details><summary>")]
+    assert kept == [
+        f"<details><summary><code>org.example.generated.d{i:03}</code> (Derivative): update, needs-validation, changed in this PR</summary>"
+        for i in range(232, 300)
+    ]
+    assert markdown.count("_diff omitted: 166 lines; run `reconcile --plan` locally_") == 68
+    omitted = ", ".join(f"`org.example.generated.d{i:03}`" for i in range(232))
+    assert (
+        lines[-1]
+        == f"_Details omitted to fit the comment; run `reconcile --plan` locally: {omitted}._"
+    )
+
+
+def test_markdown_with_a_tiny_limit_still_keeps_summary_verdicts_and_problems() -> None:
+    assert render_markdown(PLAN, limit=100) == EXPECTED_OVERVIEW + "\n".join(
+        [
+            "",
+            "### Affected datasets",
+            "",
+            "_Graph of 3 datasets omitted to fit the comment._",
+            "",
+            "### Changes",
+            "",
+            "_Details omitted to fit the comment; run `reconcile --plan` locally: `org.example.prices`, `org.example.ticks.daily`._",
+            "",
+        ]
+    )
