@@ -31,4 +31,3 @@ def changed_paths(repo_root: Path, base_ref: str) -> set[Path]:
                 changed.add((top / path).resolve())
     changed.update((top / p).resolve() for p in repo.untracked_files)
     return changed
-

@@ -948,13 +948,15 @@ def test_an_add_data_that_repeats_checkpoint_watermark_and_source_state_is_rejec
     )
     chain.reject(event, NoOpEventError, "no-op-event", "AddData neither adds data")
     # Any one of them moving makes it a real event.
-    for change in [
+    changes: list[dict[str, object]] = [
         {"new_watermark": hour(11)},
         {"new_source_state": etag("v2")},
         {"new_checkpoint": checkpoint("2")},
-    ]:
+    ]
+    for change in changes:
         event = event.model_copy(update=change)
         chain.add(event)
+        assert event.new_checkpoint is not None
         event = event.model_copy(update={"prev_checkpoint": event.new_checkpoint.physical_hash})
     assert chain.state.data_blocks == 4
     assert chain.state.last_offset == 9

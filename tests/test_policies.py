@@ -24,7 +24,6 @@ from reconciler.plan.policies import (
     PolicyError,
     PolicySet,
     evaluate,
-    load_manifest_facts,
     load_policies,
     read_override,
 )
@@ -130,7 +129,7 @@ def _write(tmp_path: Path, text: str, name: str = "ds.yaml") -> Path:
 
 
 def _facts(path: Path) -> ManifestFacts:
-    (facts,) = load_manifest_facts(path)
+    (facts,) = load_snapshots(path)
     return facts
 
 

@@ -162,6 +162,11 @@ def test_trailing_semicolon_is_accepted(spark: SparkSession) -> None:
     assert check.output_schema == (Column("one", "int", False),)
 
 
+def test_transform_without_query_fails(spark: SparkSession) -> None:
+    check = check_query(spark, "acme.out", {"orders": ORDERS}, sql())
+    assert check == failure("the transform has no query", line=None)
+
+
 def test_unreadable_input_type_names_the_column(spark: SparkSession) -> None:
     check = check_query(
         spark, "acme.out", {"orders": (Column("a", "nosuchtype"),)}, sql("SELECT 1 AS one")

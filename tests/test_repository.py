@@ -94,7 +94,9 @@ def test_iter_blocks_walks_from_the_head_back_to_the_seed(tmp_path: Path) -> Non
     assert [b.sequence_number for _, b in blocks] == [3, 2, 1, 0]
     assert [b.prev_block_hash for _, b in blocks] == [hashes[2], hashes[1], hashes[0], None]
     assert isinstance(blocks[-1][1].event, models.Seed)
-    assert [b.event.description for _, b in blocks[:-1]] == DESCRIPTIONS[::-1]
+    assert [b.event for _, b in blocks[:-1]] == [
+        models.SetInfo(description=text) for text in DESCRIPTIONS[::-1]
+    ]
     # From an older head, only that block and its ancestors.
     assert [h for h, _ in ds.iter_blocks(hashes[1])] == [hashes[1], hashes[0]]
 
@@ -197,7 +199,6 @@ def test_no_pending_file_remains_after_writes(tmp_path: Path) -> None:
             models.SetInfo(description="y"), at(9), expected_head=ds.get_block(head).prev_block_hash
         )
     assert pending_files(tmp_path) == []
-    assert sorted(p.name for p in (tmp_path / "ds" / "refs").iterdir()) == [".lock", "head"]
 
 
 def test_add_file_names_data_and_checkpoints_by_physical_hash(tmp_path: Path) -> None:
@@ -295,7 +296,7 @@ def test_concurrent_writers_in_separate_processes_lose_no_block(tmp_path: Path) 
     assert len(blocks) == 1 + WRITERS * EVENTS_PER_WRITER
     assert [b.sequence_number for _, b in blocks] == list(range(len(blocks)))[::-1]
     descriptions = Counter(
-        b.event.description for _, b in blocks if isinstance(b.event, models.SetInfo)
+        b.event.description or "" for _, b in blocks if isinstance(b.event, models.SetInfo)
     )
     expected = {f"writer {w} event {i}" for w in range(WRITERS) for i in range(EVENTS_PER_WRITER)}
     assert set(descriptions) == expected
@@ -306,7 +307,7 @@ def test_concurrent_writers_in_separate_processes_lose_no_block(tmp_path: Path) 
             b.event.description
             for _, b in reversed(blocks)
             if isinstance(b.event, models.SetInfo)
-            and b.event.description.startswith(f"writer {w} ")
+            and (b.event.description or "").startswith(f"writer {w} ")
         ]
         assert mine == [f"writer {w} event {i}" for i in range(EVENTS_PER_WRITER)]
     blocks.reverse()

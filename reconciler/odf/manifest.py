@@ -58,11 +58,11 @@ class ManifestError(ValueError):
         super().__init__("\n".join(str(i) for i in issues))
 
 
-class _Loader(yaml.SafeLoader):
+class YamlLoader(yaml.SafeLoader):
     """Safe YAML without implicit timestamps: times stay strings so nanoseconds survive."""
 
 
-_Loader.yaml_implicit_resolvers = {
+YamlLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
@@ -70,11 +70,17 @@ _Loader.yaml_implicit_resolvers = {
 
 @dataclass(frozen=True)
 class LoadedSnapshot:
-    """A manifest document with where it came from."""
+    """A manifest document with where it came from.
+
+    ``raw`` is the whole document as YAML data (for JSON Schema policies) and ``node`` its
+    composed YAML tree (to point findings at a line); both are what the loader read.
+    """
 
     snapshot: models.DatasetSnapshot
-    file: Path
+    file: Path | str
     line: int
+    raw: Any = None
+    node: yaml.Node | None = None
 
 
 def load_snapshots(path: str | Path) -> list[LoadedSnapshot]:
@@ -88,10 +94,10 @@ def load_snapshots(path: str | Path) -> list[LoadedSnapshot]:
     issues: list[ManifestIssue] = []
     try:
         for node in _compose_all(text):
-            snapshot, found = _validate_document(file, node)
+            snapshot, raw, found = _validate_document(file, node)
             issues += found
             if snapshot is not None:
-                loaded.append(LoadedSnapshot(snapshot, file, node.start_mark.line + 1))
+                loaded.append(LoadedSnapshot(snapshot, file, node.start_mark.line + 1, raw, node))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -109,13 +115,13 @@ def load_snapshot(path: str | Path) -> models.DatasetSnapshot:
     if len(loaded) > 1:
         second = loaded[1]
         raise ManifestError(
-            [ManifestIssue(second.file, second.line, 1, "", "expected one manifest per file")]
+            [ManifestIssue(Path(second.file), second.line, 1, "", "expected one manifest per file")]
         )
     return loaded[0].snapshot
 
 
 def _compose_all(text: str) -> Iterator[yaml.Node]:
-    loader = _Loader(text)
+    loader = YamlLoader(text)
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -125,8 +131,9 @@ def _compose_all(text: str) -> Iterator[yaml.Node]:
         loader.dispose()
 
 
-def _construct(node: yaml.Node) -> Any:
-    loader = _Loader("")
+def construct(node: yaml.Node) -> Any:
+    """Python data of a composed YAML node, as the manifest loader builds it."""
+    loader = YamlLoader("")
     try:
         return loader.construct_document(node)
     finally:
@@ -135,14 +142,14 @@ def _construct(node: yaml.Node) -> Any:
 
 def _validate_document(
     file: Path, node: yaml.Node
-) -> tuple[models.DatasetSnapshot | None, list[ManifestIssue]]:
-    data = _construct(node)
+) -> tuple[models.DatasetSnapshot | None, Any, list[ManifestIssue]]:
+    data = construct(node)
     try:
         manifest = models.DatasetSnapshotManifest.model_validate(data)
     except pydantic.ValidationError as e:
-        return None, [_issue_from_pydantic(file, node, err) for err in e.errors()]
+        return None, data, [_issue_from_pydantic(file, node, err) for err in e.errors()]
     issues = list(_check_event_kinds(file, node, manifest.content))
-    return (manifest.content if not issues else None), issues
+    return (manifest.content if not issues else None), data, issues
 
 
 def _check_event_kinds(

@@ -67,7 +67,7 @@ class Multihash(str):
             if len(data) == size and data.startswith(prefix):
                 return str.__new__(cls, "f" + data.hex())
         try:
-                _, digest = multihash.unwrap_raw(data)
+            _, digest = multihash.unwrap_raw(data)
         except Exception as e:
             raise ValueError(f"invalid multihash {data.hex()}: {e}") from None
         if len(bytes(digest)) == 0:

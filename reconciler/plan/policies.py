@@ -32,7 +32,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from reconciler.odf import json_schemas, models
-from reconciler.odf.manifest import load_snapshots
+from reconciler.odf.manifest import LoadedSnapshot, YamlLoader, construct
 from reconciler.plan.model import ChangeClass, DatasetPlan, Location, Severity, Verdict
 
 if TYPE_CHECKING:
@@ -80,18 +80,6 @@ _SPEC_NAMES: dict[type[models.OdfModel], str] = {
 _EVENT_KINDS = tuple(str(t.model_fields["kind"].default) for t in models.EVENT_TYPES)
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe YAML without implicit timestamps, like the manifest loader: policies must see
-    the same strings the manifest loader saw (a JSON Schema ``type: string`` would reject
-    a ``datetime``)."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 class PolicyError(ValueError):
     """A policy file is invalid; says where, so the policy owners can fix it."""
 
@@ -104,19 +92,8 @@ class PolicyError(ValueError):
         super().__init__(f"{where}: {policy}: {message}" if policy else f"{where}: {message}")
 
 
-@dataclass(frozen=True)
-class ManifestFacts:
-    """What policies may look at: one manifest document, validated and as raw YAML data.
-
-    ``raw`` is the whole document (``kind``, ``version``, ``content``) for JSON Schema
-    policies; ``node`` is its composed YAML tree, used only to give findings a line.
-    """
-
-    snapshot: models.DatasetSnapshot
-    file: Path | str
-    line: int
-    raw: Any
-    node: yaml.Node | None = None
+# What policies look at: one validated manifest document with its raw YAML data and tree.
+ManifestFacts = LoadedSnapshot
 
 
 @dataclass(frozen=True)
@@ -270,17 +247,6 @@ def evaluate(
     ]
 
 
-def load_manifest_facts(path: str | Path) -> list[ManifestFacts]:
-    """Every manifest document of a file, validated by ``load_snapshots`` (whose
-    ``ManifestError`` propagates), with its raw data and YAML tree."""
-    loaded = load_snapshots(path)
-    nodes = list(yaml.compose_all(Path(path).read_text(encoding="utf-8"), Loader=_Loader))
-    return [
-        ManifestFacts(item.snapshot, item.file, item.line, _construct(node), node)
-        for item, node in zip(loaded, nodes, strict=True)
-    ]
-
-
 def read_override(text: str) -> str | None:
     """The reason of the manifest's ``# reconcile: allow-breaking-change: <reason>`` line.
 
@@ -301,7 +267,7 @@ def _lines_inside_scalars(text: str) -> set[int]:
     lines: set[int] = set()
     # A broken manifest is reported by the manifest loader; what was scanned still counts.
     with contextlib.suppress(yaml.YAMLError):
-        for token in yaml.scan(text, Loader=_Loader):
+        for token in yaml.scan(text, Loader=YamlLoader):
             if isinstance(token, yaml.ScalarToken):
                 start, end = token.start_mark, token.end_mark
                 lines.update(range(start.line + 1, end.line + (1 if end.column else 0)))
@@ -361,17 +327,6 @@ def _path_text(path: YamlPath) -> str:
 def _shorten(text: str) -> str:
     """Validation messages quote the offending value, which may be long: keep plans readable."""
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
-
-
-def _construct(node: yaml.Node) -> Any:
-    loader = _Loader("")
-    try:
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
-# --- Loading -------------------------------------------------------------------------------
 
 
 def load_policies(directory: Path) -> PolicySet:
@@ -447,7 +402,7 @@ class _Source:
 
 def _compose(source: _Source, text: str) -> yaml.Node | None:
     try:
-        return yaml.compose(text, Loader=_Loader)
+        return yaml.compose(text, Loader=YamlLoader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 1
@@ -596,7 +551,7 @@ def _schema_document(source: _Source, path: Path) -> tuple[Any, yaml.Node]:
         root = _compose(source, text.replace("\t", " "))
     else:
         root = _compose(source, text)
-        data = _construct(root) if root is not None else None
+        data = construct(root) if root is not None else None
     if root is None:
         raise source.error(None, "a schema policy must be a JSON Schema object")
     return data, root
