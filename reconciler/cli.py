@@ -7,6 +7,7 @@ library module prints.
 from __future__ import annotations
 
 import enum
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +16,17 @@ from typing import Annotated
 import typer
 
 from . import log_view
+from .apply_metadata import apply_metadata
 from .config import ConfigError, RepoConfig
-from .odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
+from .gitops import GitError
+from .odf import Timestamp
 from .odf.repository import OdfRepository, RepositoryError
+from .plan.model import Plan
+from .plan.policies import PolicyError
+from .plan.render_json import render_json
+from .plan.render_markdown import render_markdown
+from .plan.render_text import render_text
+from .planning import PlanRequest, make_plan
 
 app = typer.Typer(
     add_completion=False,
@@ -49,6 +58,12 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+class PlanFormat(enum.StrEnum):
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+
 @app.callback(invoke_without_command=True)
 def reconcile(
     ctx: typer.Context,
@@ -58,36 +73,78 @@ def reconcile(
     plan: Annotated[
         bool, typer.Option("--plan", help="Show what would change; write nothing.")
     ] = False,
+    output_format: Annotated[
+        PlanFormat,
+        typer.Option("--format", help="Plan output: text, markdown (PR comment) or json."),
+    ] = PlanFormat.TEXT,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the plan to this file.")] = None,
+    detailed_exitcode: Annotated[
+        bool,
+        typer.Option(
+            "--detailed-exitcode", help="Exit 0 when nothing changes, 2 on changes, 1 on errors."
+        ),
+    ] = False,
+    base: Annotated[
+        str | None,
+        typer.Option("--base", help="Git ref to compare manifests with (the PR's base)."),
+    ] = None,
+    prune: Annotated[
+        bool, typer.Option("--prune", help="Plan deletion of chains with no manifest.")
+    ] = False,
+    system_time: Annotated[
+        str | None, typer.Option("--system-time", help="RFC 3339 system time for blocks written.")
+    ] = None,
 ) -> None:
-    """Without a command: check every manifest and report each dataset's chain."""
+    """Plan (--plan) or apply: bring the chains under odf/ to the manifests under datasets/."""
     try:
         ctx.obj = Session(RepoConfig.load(directory))
-    except ConfigError as e:
+        when = Timestamp.parse(system_time) if system_time else None
+    except (ConfigError, ValueError) as e:
         raise _fail(f"error: {e}") from None
     if ctx.invoked_subcommand is not None:
         return
-    _status(ctx.obj, plan)
+    request = PlanRequest(base_ref=base, prune=prune)
+    try:
+        result = make_plan(ctx.obj.config, request)
+    except (GitError, PolicyError, ConfigError) as e:
+        raise _fail(f"error: {e}") from None
+    _emit(_render(result, output_format, out is None), out)
+    if plan or result.has_errors:
+        raise typer.Exit(result.exit_code(detailed_exitcode))
+    _apply(ctx.obj, result, when or Timestamp.now())
 
 
-def _status(session: Session, plan: bool) -> None:
-    loaded: list[LoadedSnapshot] = []
-    problems: list[str] = []
-    for path in session.config.manifest_paths():
-        try:
-            loaded += load_snapshots(path)
-        except ManifestError as e:
-            problems += [str(i) for i in e.issues]
-    if problems:
-        raise _fail("\n".join(problems) + f"\n{len(problems)} problem(s) in manifests")
-    existing = set(session.odf.names())
-    for item in sorted(loaded, key=lambda s: s.snapshot.name):
-        name = item.snapshot.name
-        status = "chain present" if name in existing else "no chain yet"
+def _render(result: Plan, output_format: PlanFormat, to_terminal: bool) -> str:
+    if output_format is PlanFormat.JSON:
+        return render_json(result) + "\n"
+    if output_format is PlanFormat.MARKDOWN:
+        return render_markdown(result)
+    color = to_terminal and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    return render_text(result, color=color)
+
+
+def _emit(text: str, out: Path | None) -> None:
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+
+
+def _apply(session: Session, result: Plan, when: Timestamp) -> None:
+    """Append the planned metadata blocks; ingest and transforms are not built yet."""
+    outcomes = apply_metadata(session.odf, result, when)
+    failed = [r for r in outcomes if r.error]
+    for r in outcomes:
         typer.echo(
-            f"{name} ({item.snapshot.kind.value}): {len(item.snapshot.metadata)} events, {status}"
+            f"{r.dataset}: {'failed: ' + r.error if r.error else f'{r.blocks} block(s) appended'}"
         )
-    mode = "plan" if plan else "run"
-    typer.echo(f"{len(loaded)} manifest(s) valid ({mode}: diffing and applying are not built yet)")
+    typer.echo(
+        f"Applied metadata to {len(outcomes) - len(failed)} dataset(s)"
+        + (f", {len(failed)} failed" if failed else "")
+        + " (ingest and transforms are not built yet)"
+    )
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command()

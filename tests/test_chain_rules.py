@@ -1210,3 +1210,23 @@ def test_disabling_sources_removes_them_from_the_state(tmp_path: Path) -> None:
     chain.add(POLLING)
     assert chain.state.polling_source == POLLING
     assert Dataset(chain.ds.root).state() == chain.state
+
+
+def test_an_ethereum_logs_source_without_chain_id_or_node_url_is_rejected(tmp_path: Path) -> None:
+    dataset = Dataset(tmp_path / "ds")
+    dataset.append_event(
+        models.Seed(
+            dataset_id=DatasetId.from_public_key(bytes(32)), dataset_kind=models.DatasetKind.ROOT
+        ),
+        Timestamp(0),
+    )
+    source = models.SetPollingSource(
+        fetch=models.FetchStepEthereumLogs(signature="Transfer(address,address,uint256)"),
+        read=models.ReadStepParquet(),
+        merge=models.MergeStrategyAppend(),
+    )
+    with pytest.raises(
+        SourceConflictError, match="an EthereumLogs source needs chainId or nodeUrl"
+    ) as e:
+        dataset.append_event(source, Timestamp(0))
+    assert e.value.rule == "sources"

@@ -299,6 +299,15 @@ def _check_not_noop(current: Any, event: Any, seq: int) -> None:
 
 def _check_polling_source(state: ChainState, event: models.SetPollingSource, seq: int) -> None:
     _require_kind(state, DatasetKind.ROOT, event, seq)
+    fetch = event.fetch
+    if (
+        isinstance(fetch, models.FetchStepEthereumLogs)
+        and fetch.chain_id is None
+        and fetch.node_url is None
+    ):
+        raise SourceConflictError(
+            "an EthereumLogs source needs chainId or nodeUrl", sequence_number=seq
+        )
     _check_normalized(event.preprocess, seq)
     if state.push_sources:
         raise SourceConflictError(

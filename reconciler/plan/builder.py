@@ -147,6 +147,7 @@ def _dataset_plan(
         events=tuple(events),
         change_class=_worst(events),
         inputs=ds.inputs,
+        override=ds.override,
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..odf import models
 from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
 from .model import Location, Problem
+from .policies import read_override
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class DesiredDataset:
 
     loaded: LoadedSnapshot
     inputs: tuple[str, ...]  # resolved to dataset names where possible, else the raw ref
+    override: str | None = None  # reason given for an approved breaking change
 
     @property
     def name(self) -> str:
@@ -100,7 +102,9 @@ def load_desired(paths: Iterable[Path], known_ids: dict[str, str]) -> DesiredSta
         name: _resolve_inputs(item, by_name, known_ids, state) for name, item in by_name.items()
     }
     for name in _dependency_order(resolved, by_name, state):
-        state.datasets[name] = DesiredDataset(by_name[name], tuple(resolved[name]))
+        item = by_name[name]
+        override = read_override(Path(item.file).read_text(encoding="utf-8"))
+        state.datasets[name] = DesiredDataset(item, tuple(resolved[name]), override)
     return state
 
 
