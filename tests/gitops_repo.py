@@ -44,13 +44,16 @@ def root_events(
 
 def derivative_events(inputs: list[str], query: str) -> str:
     refs = ", ".join(f"{{datasetRef: {i}}}" for i in inputs)
+    # The query goes in a literal block, indented to sit under `query: |` below.
+    block = "\n".join("          " + line for line in query.splitlines())
     return f"""
     - kind: SetTransform
       inputs: [{refs}]
       transform:
         kind: Sql
         engine: spark
-        query: {query!r}
+        query: |
+{block}
     - kind: SetInfo
       description: Derived data
     - kind: SetLicense

@@ -36,6 +36,7 @@ from .model import (
     QueryCheck,
     Verdict,
 )
+from .support import ENGINE, unsupported_features
 
 QueryValidator = Callable[[str, Mapping[str, Sequence[Column]], models.TransformSql], QueryCheck]
 PolicyEvaluator = Callable[[DesiredDataset, DatasetPlan], list[Verdict]]
@@ -120,6 +121,8 @@ def _dataset_plan(
     ids_to_names: Mapping[str, str],
     problems: list[Problem],
 ) -> DatasetPlan:
+    for message, path in unsupported_features(ds.snapshot):
+        problems.append(Problem(message, dataset=ds.name, location=ds.location, field=path))
     desired = Facets.of_manifest(ds.snapshot, resolve)
     kind = ds.snapshot.kind.value
     if state is None:
@@ -262,8 +265,8 @@ class _QueryChecker:
         if not needs or self.validator is None:
             return plan
         transform = _transform_of(ds.snapshot)
-        if transform is None:
-            return plan  # a root's preprocess: validated with its source at ingest
+        if transform is None or transform.engine != ENGINE:
+            return plan  # a root's preprocess is checked at ingest; other engines are problems
         inputs = {alias: self.output_of(name) for alias, name in self._aliases(ds.snapshot)}
         if any(cols is None for cols in inputs.values()):
             return plan
@@ -330,7 +333,9 @@ class _QueryChecker:
         result: tuple[Column, ...] | None = None
         if ds is not None:
             transform = _transform_of(ds.snapshot)
-            if transform is None:
+            if transform is not None and transform.engine != ENGINE:
+                result = None
+            elif transform is None:
                 source = _source_of(ds.snapshot)
                 columns = declared_columns(source)
                 no_preprocess = source is not None and source.preprocess is None

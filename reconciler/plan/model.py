@@ -179,8 +179,13 @@ class Plan:
 
     @property
     def has_errors(self) -> bool:
-        """Problems or an error-level verdict: the plan fails and nothing may be applied."""
-        return bool(self.problems) or any(v.severity is Severity.ERROR for v in self.verdicts)
+        """Problems, a query the engine rejected, or an error-level verdict: the plan fails
+        and nothing may be applied."""
+        return (
+            bool(self.problems)
+            or any(d.query is not None and not d.query.ok for d in self.datasets)
+            or any(v.severity is Severity.ERROR for v in self.verdicts)
+        )
 
     @property
     def has_changes(self) -> bool:

@@ -1,0 +1,277 @@
+"""`reconcile --plan` end to end: a real CLI process on a real git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from conftest import FIXTURE_MANIFESTS
+from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
+
+from reconciler.odf import json_schemas
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitOpsRepo:
+    gitops = GitOpsRepo.create(tmp_path / "repo")
+    shutil.copytree(REPO_ROOT / "policies", gitops.root / "policies")
+    return gitops
+
+
+def reconcile(
+    repo: GitOpsRepo, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(repo.root), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=300,
+    )
+
+
+def plan_json(repo: GitOpsRepo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:  # type: ignore[type-arg]
+    result = reconcile(repo, "--plan", "--format", "json", *args, env=env)
+    assert "Traceback" not in result.stderr, result.stderr  # the JVM may log its start-up
+    document = json.loads(result.stdout)
+    json_schemas.validator("plan.json").validate(document)
+    return result.returncode, document
+
+
+def test_detailed_exit_codes_are_2_for_changes_0_for_none_and_1_for_errors(
+    repo: GitOpsRepo,
+) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    assert reconcile(repo, "--plan", "--detailed-exitcode").returncode == 2
+    assert reconcile(repo, "--plan").returncode == 0
+    repo.apply()
+    assert reconcile(repo, "--plan", "--detailed-exitcode").returncode == 0
+    repo.write("org.example.a", manifest("org.example.a", "Root", "- kind: SetInfo\n  colour: red"))
+    bad = reconcile(repo, "--plan", "--detailed-exitcode")
+    assert bad.returncode == 1
+    assert "unknown field 'colour'; expected one of: description, keywords" in bad.stdout
+    assert reconcile(repo, "--plan").returncode == 1
+
+
+def test_json_plan_follows_its_schema_and_out_writes_a_file(repo: GitOpsRepo) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 2
+    assert document["formatVersion"] == 1
+    assert document["engineStarted"] is False
+    (ds,) = document["datasets"]
+    assert (ds["name"], ds["action"], ds["changeClass"]) == (
+        "org.example.a",
+        "create",
+        "compatible",
+    )
+    assert [e["kind"] for e in ds["events"]] == ["SetPollingSource", "SetInfo", "SetLicense"]
+    assert document["summary"]["exitCode"] == {"default": 0, "detailed": 2}
+    out = repo.root / "plan.md"
+    result = reconcile(repo, "--plan", "--format", "markdown", "--out", str(out))
+    assert (result.returncode, result.stdout) == (0, "")
+    assert "| `org.example.a` | create | compatible |" in out.read_text()
+
+
+def test_a_plan_without_query_changes_needs_no_java(repo: GitOpsRepo) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    no_java = repo.root / "bin"
+    no_java.mkdir()
+    (no_java / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    env["PATH"] = str(no_java)
+    code, document = plan_json(repo, "--detailed-exitcode", env=env)
+    assert code == 2 and document["engineStarted"] is False
+
+
+def test_a_changed_query_is_analysed_and_a_bad_one_fails_the_plan_naming_the_dataset(
+    repo: GitOpsRepo,
+) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.write(
+        "org.example.b",
+        manifest(
+            "org.example.b",
+            "Derivative",
+            derivative_events(["org.example.a"], "SELECT a, b FROM `org.example.a`"),
+        ),
+    )
+    repo.apply()
+    repo.write(
+        "org.example.b",
+        manifest(
+            "org.example.b",
+            "Derivative",
+            derivative_events(["org.example.a"], "SELECT a,\n  nope\nFROM `org.example.a`"),
+        ),
+    )
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 1 and document["engineStarted"] is True
+    b = next(d for d in document["datasets"] if d["name"] == "org.example.b")
+    assert b["query"]["ok"] is False
+    assert b["query"]["dataset"] == "org.example.b"
+    assert "nope" in b["query"]["error"] and b["query"]["line"] == 2
+    text = reconcile(repo, "--plan").stdout
+    assert "org.example.b" in text and "nope" in text
+
+
+def test_a_valid_changed_query_shows_its_output_schema_change(repo: GitOpsRepo) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.write(
+        "org.example.b",
+        manifest(
+            "org.example.b",
+            "Derivative",
+            derivative_events(["org.example.a"], "SELECT event_time, a, b FROM `org.example.a`"),
+        ),
+    )
+    repo.apply()
+    repo.write(
+        "org.example.b",
+        manifest(
+            "org.example.b",
+            "Derivative",
+            derivative_events(["org.example.a"], "SELECT event_time, a FROM `org.example.a`"),
+        ),
+    )
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 1  # breaking without an override comment
+    b = next(d for d in document["datasets"] if d["name"] == "org.example.b")
+    (event,) = b["events"]
+    assert event["changeClass"] == "breaking"
+    assert event["schema"]["removed"] == ["b"]
+    assert [c["name"] for c in b["query"]["outputSchema"]] == ["event_time", "a"]
+    assert [v["policy"] for v in document["verdicts"]] == ["breaking-change-override"]
+    text = repo.root / "datasets" / "org.example.b.yaml"
+    text.write_text(
+        "# reconcile: allow-breaking-change: b was never used downstream\n" + text.read_text()
+    )
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 2 and document["verdicts"] == []
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        _Recorder.requests.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"a,b\n1,x\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Recorder.requests = []
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_plan_executes_nothing_from_manifests_and_resolves_no_secret(
+    repo: GitOpsRepo, http_server: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "pipe-ran"
+    events = f"""
+    - kind: SetPollingSource
+      fetch:
+        kind: Url
+        url: "{http_server}/data.csv?key=${{{{ env.SECRET_TOKEN }}}}"
+        headers: [{{name: Authorization, value: "Bearer ${{{{ env.SECRET_TOKEN }}}}"}}]
+      prepare:
+        - kind: Pipe
+          command: [sh, -c, "touch {marker}; cat"]
+      read: {{kind: Csv, header: true, schema: [a BIGINT, b STRING]}}
+      merge: {{kind: Append}}
+    """
+    repo.write("org.example.a", manifest("org.example.a", "Root", events))
+    env = {**os.environ, "SECRET_TOKEN": "s3cr3t-value"}
+    for output_format in ("text", "json", "markdown"):
+        result = reconcile(repo, "--plan", "--format", output_format, env=env)
+        assert "s3cr3t-value" not in result.stdout + result.stderr
+        assert "${{ env.SECRET_TOKEN }}" in result.stdout
+    assert _Recorder.requests == []
+    assert not marker.exists()
+
+
+def test_the_kamu_fixture_manifests_plan_with_every_unsupported_feature_named(
+    repo: GitOpsRepo,
+) -> None:
+    for path in FIXTURE_MANIFESTS.glob("*.yaml"):
+        shutil.copy(path, repo.root / "datasets" / path.name)
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 1 and document["engineStarted"] is False
+    assert len(document["datasets"]) == 20
+    assert all(d["action"] == "create" for d in document["datasets"])
+    problems = {(p.get("dataset"), p["message"]) for p in document["problems"]}
+    assert (
+        "net.rocketpool.reth.tokens-minted",
+        "FetchStep::EthereumLogs sources are not supported yet",
+    ) in problems
+    assert (
+        "com.defillama.chains",
+        "engine 'datafusion' is not supported: queries run on Spark (engine: spark)",
+    ) in problems
+    policies = {(v["policy"], v["dataset"]) for v in document["verdicts"]}
+    assert ("no-program-steps", "ca.bankofcanada.exchange-rates.daily") in policies
+    assert ("reverse-domain-name", "player-scores") in policies
+    assert ("license-required", "com.acme.orders") in policies
+
+
+def test_base_marks_datasets_the_pull_request_changed(repo: GitOpsRepo) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.write("org.example.b", manifest("org.example.b", "Root", root_events()))
+    repo.apply()
+    repo.commit("base")
+    repo.write(
+        "org.example.b",
+        manifest("org.example.b", "Root", root_events().replace("Example data", "New words")),
+    )
+    _, document = plan_json(repo, "--base", "HEAD")
+    assert {d["name"]: d.get("changedInPr") for d in document["datasets"]} == {
+        "org.example.a": False,
+        "org.example.b": True,
+    }
+    assert document["baseRef"] == "HEAD"
+    bad = reconcile(repo, "--plan", "--base", "no-such-ref")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: unknown git ref 'no-such-ref'")
+
+
+def test_policies_are_taken_from_the_base_branch(repo: GitOpsRepo) -> None:
+    repo.write(
+        "org.example.a",
+        manifest("org.example.a", "Root", root_events().split("- kind: SetLicense")[0]),
+    )
+    repo.commit("base with policies")
+    shutil.rmtree(repo.root / "policies")  # the pull request tries to delete the rules
+    code, document = plan_json(repo, "--base", "HEAD")
+    assert code == 1
+    assert [v["policy"] for v in document["verdicts"]] == ["license-required"]
+
+
+def test_apply_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    applied = reconcile(repo, "--system-time", "2026-01-01T00:00:00Z")
+    assert applied.returncode == 0, applied.stderr
+    assert "org.example.a: 4 block(s) appended" in applied.stdout
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 0 and document["datasets"][0]["action"] == "unchanged"
+    log = reconcile(repo, "log", "org.example.a", "-o", "json")
+    assert {e["block"]["systemTime"] for e in json.loads(log.stdout)} == {"2026-01-01T00:00:00Z"}
