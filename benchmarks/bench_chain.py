@@ -12,14 +12,24 @@ import argparse
 import hashlib
 import time
 
-from reconciler.odf import DatasetId, Multihash, Timestamp, block_hash, decode_block, encode_block, models
+from reconciler.odf import (
+    DatasetId,
+    Multihash,
+    Timestamp,
+    block_hash,
+    decode_block,
+    encode_block,
+    models,
+)
 from reconciler.odf.chain import ChainState, validate_append
 
 
 def _events(n: int) -> list[models.OdfModel]:
     """A valid root chain: sources and schema first, then mostly data with metadata edits."""
     events: list[models.OdfModel] = [
-        models.Seed(dataset_id=DatasetId.from_public_key(bytes(32)), dataset_kind=models.DatasetKind.ROOT),
+        models.Seed(
+            dataset_id=DatasetId.from_public_key(bytes(32)), dataset_kind=models.DatasetKind.ROOT
+        ),
         models.SetPollingSource(
             fetch=models.FetchStepUrl(url="https://example.org/data.csv"),
             read=models.ReadStepCsv(header=True, schema=["t TIMESTAMP", "v BIGINT"]),
@@ -34,7 +44,9 @@ def _events(n: int) -> list[models.OdfModel]:
             events.append(models.SetInfo(description=f"revision {i}", keywords=["bench", str(i)]))
         elif i % 20 == 13:
             events.append(
-                models.SetLicense(short_name=f"L{i}", name="License", website_url="https://example.org")
+                models.SetLicense(
+                    short_name=f"L{i}", name="License", website_url="https://example.org"
+                )
             )
         else:
             events.append(
@@ -47,9 +59,13 @@ def _events(n: int) -> list[models.OdfModel]:
                         offset_interval=models.OffsetInterval(start=offset, end=offset + 99),
                         size=4096,
                     ),
-                    new_checkpoint=models.Checkpoint(physical_hash=Multihash.sha3_256(b"%d" % i), size=10),
+                    new_checkpoint=models.Checkpoint(
+                        physical_hash=Multihash.sha3_256(b"%d" % i), size=10
+                    ),
                     new_watermark=Timestamp(1_600_000_000 + i),
-                    new_source_state=models.SourceState(source_name="default", kind="odf/etag", value=str(i)),
+                    new_source_state=models.SourceState(
+                        source_name="default", kind="odf/etag", value=str(i)
+                    ),
                 )
             )
             offset += 100
@@ -79,7 +95,9 @@ def main() -> None:
     encoded: list[tuple[Multihash, bytes]] = []
     prev = None
     for seq, event in enumerate(events):
-        block = models.MetadataBlock(system_time=t0, prev_block_hash=prev, sequence_number=seq, event=event)
+        block = models.MetadataBlock(
+            system_time=t0, prev_block_hash=prev, sequence_number=seq, event=event
+        )
         data = encode_block(block)
         prev = block_hash(data)
         encoded.append((prev, data))
@@ -107,7 +125,10 @@ def main() -> None:
     print(f"encode + hash:            {n / encode_s:>12,.0f} blocks/s  ({encode_s:.2f} s)")
     print(f"decode + verify (rules):  {n / verify_s:>12,.0f} blocks/s  ({verify_s:.2f} s)")
     print(f"baseline hashlib.sha3_256:{n / baseline_s:>12,.0f} blocks/s  ({baseline_s:.3f} s)")
-    print(f"ratio encode/baseline: {encode_s / baseline_s:.1f}x, verify/baseline: {verify_s / baseline_s:.1f}x")
+    print(
+        f"ratio encode/baseline: {encode_s / baseline_s:.1f}x, "
+        f"verify/baseline: {verify_s / baseline_s:.1f}x"
+    )
     print(f"final chain: seq {state.sequence_number}, last offset {state.last_offset}")
 
 

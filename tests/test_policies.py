@@ -688,7 +688,7 @@ rules:
             "a.yaml",
             4,
             None,
-            "invalid YAML: expected ',' or ']', but got '<stream end>'",
+            "invalid YAML: did not find expected ',' or ']'",
             id="invalid-yaml",
         ),
         pytest.param(

@@ -315,3 +315,68 @@ def test_concurrent_writers_in_separate_processes_lose_no_block(tmp_path: Path) 
     assert state.head == Dataset(root).head()
     assert state.sequence_number == WRITERS * EVENTS_PER_WRITER
     assert pending_files(root) == []
+
+
+def test_the_projection_equals_the_validated_state_of_a_long_chain(tmp_path: Path) -> None:
+    dataset = Dataset(tmp_path / "ds")
+    t = Timestamp.parse("2026-01-01T00:00:00Z")
+    dataset.append_event(
+        models.Seed(
+            dataset_id=DatasetId.from_public_key(bytes(32)), dataset_kind=models.DatasetKind.ROOT
+        ),
+        t,
+    )
+    dataset.append_event(models.SetInfo(description="first"), t)
+    dataset.append_event(models.SetDataSchema(schema=b"\x01"), t)
+    offset = 0
+    for i in range(12):
+        if i % 5 == 4:
+            dataset.append_event(models.SetInfo(description=f"rev {i}"), t)
+        new_data = None
+        if i % 3 != 2:
+            new_data = models.DataSlice(
+                logical_hash=Multihash.sha3_256(b"l%d" % i),
+                physical_hash=Multihash.sha3_256(b"p%d" % i),
+                offset_interval=models.OffsetInterval(start=offset, end=offset + 4),
+                size=5,
+            )
+        state = dataset.state()
+        dataset.append_event(
+            models.AddData(
+                prev_offset=state.last_offset,
+                prev_checkpoint=state.checkpoint,
+                new_data=new_data,
+                new_checkpoint=models.Checkpoint(
+                    physical_hash=Multihash.sha3_256(b"c%d" % i), size=1
+                ),
+                new_watermark=Timestamp(1_700_000_000 + i),
+                new_source_state=models.SourceState(
+                    source_name="default", kind="odf/etag", value=str(i)
+                ),
+            ),
+            t,
+        )
+        offset += 5 if new_data else 0
+    fresh = Dataset(tmp_path / "ds")
+    assert fresh.projection() == fresh.state()
+    assert fresh.projection().last_offset == 39 and fresh.projection().info == models.SetInfo(
+        description="rev 9"
+    )
+
+
+def test_the_projection_still_checks_every_block_hash(tmp_path: Path) -> None:
+    dataset = Dataset(tmp_path / "ds")
+    t = Timestamp.parse("2026-01-01T00:00:00Z")
+    seed = dataset.append_event(
+        models.Seed(
+            dataset_id=DatasetId.from_public_key(bytes(32)), dataset_kind=models.DatasetKind.ROOT
+        ),
+        t,
+    )
+    dataset.append_event(models.SetInfo(description="x"), t)
+    path = dataset.layout.block(seed)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(BlockHashMismatchError):
+        Dataset(tmp_path / "ds").projection()

@@ -122,7 +122,6 @@ class ChainState:
     source_states: dict[str, models.SourceState] = field(default_factory=dict)
     inputs: dict[DatasetId, InputCursor] = field(default_factory=dict)
     input_order: tuple[DatasetId, ...] = ()
-    data_blocks: int = 0
 
     @property
     def is_empty(self) -> bool:
@@ -182,7 +181,7 @@ class ChainState:
 def _data_changes(
     state: ChainState, event: models.AddData | models.ExecuteTransform
 ) -> dict[str, Any]:
-    changes: dict[str, Any] = {"data_blocks": state.data_blocks + 1}
+    changes: dict[str, Any] = {}
     if event.new_data is not None:
         changes["last_offset"] = event.new_data.offset_interval.end
     changes["checkpoint"] = _new_checkpoint(event)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import chain
-from .codec import DEFAULT_VERSION, decode_block, encode_block
+from .codec import DEFAULT_VERSION, decode_block, encode_block, peek_block
 from .hashing import block_hash, physical_hash
 from .models import AnyEvent, MetadataBlock
 from .multiformat import Multihash
@@ -170,6 +170,36 @@ class Dataset:
         blocks.reverse()
         self._state_cache = chain.fold(blocks)
         return self._state_cache
+
+    def projection(self) -> chain.ChainState:
+        """The chain's current definition and data cursor, without checking its rules.
+
+        Every block's bytes are still checked against its hash, but only the blocks that
+        shape the projection are decoded: every metadata event, the newest data block,
+        and older data blocks until one that added data (for the last offset). The plan
+        reads chains this way; ``state()`` and verification apply every rule.
+        """
+        wanted: list[tuple[Multihash, MetadataBlock]] = []
+        have_newest_data = have_offset = False
+        current = self.head()
+        while current is not None:
+            data = self.read_block_bytes(current)
+            actual = block_hash(data)
+            if actual != current:
+                raise BlockHashMismatchError(self.root, current, actual)
+            kind, prev = peek_block(data)
+            is_data = kind in ("AddData", "ExecuteTransform")
+            if not is_data or not have_newest_data or not have_offset:
+                block = decode_block(data)
+                wanted.append((current, block))
+                if is_data:
+                    have_newest_data = True
+                    have_offset = have_offset or getattr(block.event, "new_data", None) is not None
+            current = prev
+        state = chain.ChainState()
+        for hash_, block in reversed(wanted):
+            state = state.apply(block, hash_)
+        return state
 
     def append(self, block: MetadataBlock, expected_head: Multihash | None) -> Multihash:
         """Validate ``block`` against the chain at ``expected_head``, store it, move the head.
