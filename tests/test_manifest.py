@@ -151,3 +151,16 @@ def test_unquoted_timestamps_stay_exact_strings(tmp_path: Path) -> None:
     )
     (event,) = load_snapshot(path).metadata
     assert event == models.SetInfo(description="2020-01-01T00:00:00.123456789Z")
+
+
+def test_yaml_aliases_are_refused_so_a_manifest_cannot_expand_exponentially(tmp_path: Path) -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(8)
+    )
+    path = _write(tmp_path, bomb + HEADER + "    - kind: SetInfo\n")
+    (issue,) = _issues(path)
+    assert (issue.line, issue.message) == (
+        2,
+        "YAML anchors and aliases are not allowed in manifests",
+    )

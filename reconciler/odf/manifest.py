@@ -99,6 +99,12 @@ def load_snapshots(path: str | Path) -> list[LoadedSnapshot]:
     issues: list[ManifestIssue] = []
     try:
         for node in _compose_all(text):
+            alias = _first_alias(node)
+            if alias is not None:
+                mark = alias.start_mark
+                message = "YAML anchors and aliases are not allowed in manifests"
+                issues.append(ManifestIssue(file, mark.line + 1, mark.column + 1, "", message))
+                continue
             snapshot, raw, found = _validate_document(file, node)
             issues += found
             if snapshot is not None:
@@ -134,6 +140,24 @@ def _compose_all(text: str) -> Iterator[yaml.Node]:
                 yield node
     finally:
         loader.dispose()
+
+
+def _first_alias(root: yaml.Node) -> yaml.Node | None:
+    """A node reached twice, i.e. through an alias. Manifests come from untrusted pull
+    requests, and nested aliases can expand a small file into an exponentially large
+    document ("billion laughs"); definitions do not need them, so they are refused."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            return node
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            todo += [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += node.value
+    return None
 
 
 def construct(node: yaml.Node) -> Any:
