@@ -9,6 +9,7 @@ created before its readers.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ class MetadataResult:
     dataset: str
     blocks: int = 0
     error: str | None = None
+    deleted: bool = False
 
 
 def _event(data: dict[str, Any], ids: dict[str, str]) -> Any:
@@ -63,12 +65,24 @@ def apply_dataset(
     return MetadataResult(plan.name, blocks)
 
 
+def _delete(repo: OdfRepository, plan: DatasetPlan) -> MetadataResult:
+    """Remove an orphaned chain; only ever planned when the user asked with --prune."""
+    try:
+        shutil.rmtree(repo.dataset(plan.name).root)
+    except OSError as e:
+        return MetadataResult(plan.name, error=f"cannot delete: {e}")
+    return MetadataResult(plan.name, deleted=True)
+
+
 def apply_metadata(repo: OdfRepository, plan: Plan, system_time: Timestamp) -> list[MetadataResult]:
     """Append every dataset's events in dependency order; a failure skips its readers."""
     ids: dict[str, str] = {d.name: d.dataset_id for d in plan.datasets if d.dataset_id}
     failed: set[str] = set()
     results = []
     for ds in plan.datasets:
+        if ds.action is Action.DELETE:
+            results.append(_delete(repo, ds))
+            continue
         if ds.action not in (Action.CREATE, Action.UPDATE):
             continue
         broken = failed.intersection(ds.inputs)

@@ -135,9 +135,11 @@ def _apply(session: Session, result: Plan, when: Timestamp) -> None:
     outcomes = apply_metadata(session.odf, result, when)
     failed = [r for r in outcomes if r.error]
     for r in outcomes:
-        typer.echo(
-            f"{r.dataset}: {'failed: ' + r.error if r.error else f'{r.blocks} block(s) appended'}"
-        )
+        if r.error:
+            outcome = f"failed: {r.error}"
+        else:
+            outcome = "chain deleted (--prune)" if r.deleted else f"{r.blocks} block(s) appended"
+        typer.echo(f"{r.dataset}: {outcome}")
     typer.echo(
         f"Applied metadata to {len(outcomes) - len(failed)} dataset(s)"
         + (f", {len(failed)} failed" if failed else "")

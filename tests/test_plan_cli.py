@@ -275,3 +275,15 @@ def test_apply_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
     assert code == 0 and document["datasets"][0]["action"] == "unchanged"
     log = reconcile(repo, "log", "org.example.a", "-o", "json")
     assert {e["block"]["systemTime"] for e in json.loads(log.stdout)} == {"2026-01-01T00:00:00Z"}
+
+
+def test_prune_deletes_an_orphaned_chain_only_when_asked(repo: GitOpsRepo) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.apply()
+    repo.remove("org.example.a")
+    kept = reconcile(repo)
+    assert kept.returncode == 0 and repo.odf.dataset("org.example.a").exists()
+    pruned = reconcile(repo, "--prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert "org.example.a: chain deleted (--prune)" in pruned.stdout
+    assert not (repo.root / "odf" / "org.example.a").exists()
