@@ -958,7 +958,6 @@ def test_an_add_data_that_repeats_checkpoint_watermark_and_source_state_is_rejec
         chain.add(event)
         assert event.new_checkpoint is not None
         event = event.model_copy(update={"prev_checkpoint": event.new_checkpoint.physical_hash})
-    assert chain.state.data_blocks == 4
     assert chain.state.last_offset == 9
 
 
@@ -1116,7 +1115,6 @@ def test_a_valid_root_chain_folds_and_exposes_its_projection(tmp_path: Path) -> 
     assert state.watermark == Timestamp.parse("2020-01-01T12:00:00Z")
     assert state.checkpoint == checkpoint("3").physical_hash
     assert state.source_states == {"default": etag("v4")}
-    assert state.data_blocks == 4
     assert state.transform is None
     assert state.vocabulary() == models.DatasetVocabulary(
         offset_column="row",
@@ -1186,7 +1184,6 @@ def test_a_valid_derivative_chain_advances_two_inputs_at_different_speeds(tmp_pa
     assert state.next_offset == 35
     assert state.watermark == hour(2)
     assert state.checkpoint == checkpoint("t3").physical_hash
-    assert state.data_blocks == 3
     assert state.sequence_number == 5
     assert state.polling_source is None
     assert state.source_states == {}
