@@ -405,15 +405,21 @@ def _check_data_common(
             )
 
 
+def _advances_data(state: ChainState, event: models.AddData | models.ExecuteTransform) -> bool:
+    """Whether a data block adds data or moves the checkpoint or watermark."""
+    return (
+        event.new_data is not None
+        or _new_checkpoint(event) != state.checkpoint
+        or (event.new_watermark is not None and event.new_watermark != state.watermark)
+    )
+
+
 def _check_add_data(state: ChainState, event: models.AddData, seq: int) -> None:
     _require_kind(state, DatasetKind.ROOT, event, seq)
     _check_data_common(state, event, seq)
     new_state = event.new_source_state
-    advances = (
-        event.new_data is not None
-        or _new_checkpoint(event) != state.checkpoint
-        or (event.new_watermark is not None and event.new_watermark != state.watermark)
-        or (new_state is not None and state.source_states.get(new_state.source_name) != new_state)
+    advances = _advances_data(state, event) or (
+        new_state is not None and state.source_states.get(new_state.source_name) != new_state
     )
     if not advances:
         raise NoOpEventError(
@@ -440,12 +446,7 @@ def _check_execute_transform(state: ChainState, event: models.ExecuteTransform, 
         cursor = state.inputs.get(qi.dataset_id, InputCursor())
         _check_input_interval(qi, cursor, seq)
         moved = moved or qi.new_block_hash is not None
-    advances = (
-        event.new_data is not None
-        or _new_checkpoint(event) != state.checkpoint
-        or (event.new_watermark is not None and event.new_watermark != state.watermark)
-        or moved
-    )
+    advances = _advances_data(state, event) or moved
     if not advances:
         raise NoOpEventError(
             "ExecuteTransform neither adds data nor advances the checkpoint, watermark or inputs",
