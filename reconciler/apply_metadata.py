@@ -1,9 +1,9 @@
-"""Apply the metadata part of a plan: append exactly the events the plan showed.
+"""The metadata part of applying a plan: append exactly the events the plan showed.
 
 New datasets get a Seed with a fresh ``did:odf`` id, then their events, all sharing one
 system time as kamu does. Transform inputs that name a dataset created in the same run
 are resolved to its new id here, because the plan (which writes nothing) could not know
-it. Datasets are processed in the plan's dependency order, so an input is always
+it. ``apply.py`` calls this in the plan's dependency order, so an input is always
 created before its readers.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from .odf import DatasetId, Timestamp, models
 from .odf.chain import ChainRuleError
 from .odf.repository import OdfRepository, RepositoryError
-from .plan.model import Action, DatasetPlan, Plan
+from .plan.model import Action, DatasetPlan
 
 
 @dataclass(frozen=True)
@@ -65,35 +65,11 @@ def apply_dataset(
     return MetadataResult(plan.name, blocks)
 
 
-def _delete(repo: OdfRepository, plan: DatasetPlan) -> MetadataResult:
-    """Remove an orphaned chain; only ever planned when the user asked with --prune."""
+def delete_dataset(repo: OdfRepository, plan: DatasetPlan) -> str | None:
+    """Remove an orphaned chain (only ever planned when the user asked with --prune);
+    returns the error, if any."""
     try:
         shutil.rmtree(repo.dataset(plan.name).root)
     except OSError as e:
-        return MetadataResult(plan.name, error=f"cannot delete: {e}")
-    return MetadataResult(plan.name, deleted=True)
-
-
-def apply_metadata(repo: OdfRepository, plan: Plan, system_time: Timestamp) -> list[MetadataResult]:
-    """Append every dataset's events in dependency order; a failure skips its readers."""
-    ids: dict[str, str] = {d.name: d.dataset_id for d in plan.datasets if d.dataset_id}
-    failed: set[str] = set()
-    results = []
-    for ds in plan.datasets:
-        if ds.action is Action.DELETE:
-            results.append(_delete(repo, ds))
-            continue
-        if ds.action not in (Action.CREATE, Action.UPDATE):
-            continue
-        broken = failed.intersection(ds.inputs)
-        if broken:
-            results.append(
-                MetadataResult(ds.name, error=f"skipped: input {sorted(broken)[0]} failed")
-            )
-            failed.add(ds.name)
-            continue
-        result = apply_dataset(repo, ds, system_time, ids)
-        if result.error:
-            failed.add(ds.name)
-        results.append(result)
-    return results
+        return f"cannot delete: {e}"
+    return None

@@ -9,16 +9,18 @@ from __future__ import annotations
 import enum
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from . import log_view
-from .apply_metadata import apply_metadata
+from .apply import Outcome, Status, apply_plan, describe
 from .config import ConfigError, RepoConfig
 from .gitops import GitError
+from .ingest.pull import IngestContext, push_file
 from .odf import Timestamp
 from .odf.repository import OdfRepository, RepositoryError
 from .plan.model import Plan
@@ -27,6 +29,9 @@ from .plan.render_json import render_json
 from .plan.render_markdown import render_markdown
 from .plan.render_text import render_text
 from .planning import PlanRequest, make_plan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 app = typer.Typer(
     add_completion=False,
@@ -44,13 +49,31 @@ class LogFormat(enum.StrEnum):
 
 @dataclass
 class Session:
-    """What every command needs: the repository's configuration."""
+    """What every command needs: the repository's configuration and run options."""
 
     config: RepoConfig
+    system_time: Timestamp | None = None
+    fetch_uncacheable: bool = False
 
     @property
     def odf(self) -> OdfRepository:
         return OdfRepository(self.config.odf_dir)
+
+    def ingest_context(self) -> IngestContext:
+        root = self.config.root
+
+        def spark() -> SparkSession:
+            from .engine.session import SparkSettings, get_spark
+
+            return get_spark(SparkSettings.load(root))
+
+        return IngestContext(
+            spark=spark,
+            base_dir=root,
+            env=dict(os.environ),
+            system_time=self.system_time,
+            fetch_uncacheable=self.fetch_uncacheable,
+        )
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -94,11 +117,18 @@ def reconcile(
     system_time: Annotated[
         str | None, typer.Option("--system-time", help="RFC 3339 system time for blocks written.")
     ] = None,
+    fetch_uncacheable: Annotated[
+        bool,
+        typer.Option(
+            "--fetch-uncacheable",
+            help="Fetch sources that give no ETag or Last-Modified again.",
+        ),
+    ] = False,
 ) -> None:
     """Plan (--plan) or apply: bring the chains under odf/ to the manifests under datasets/."""
     try:
-        ctx.obj = Session(RepoConfig.load(directory))
         when = Timestamp.parse(system_time) if system_time else None
+        ctx.obj = Session(RepoConfig.load(directory), when, fetch_uncacheable)
     except (ConfigError, ValueError) as e:
         raise _fail(f"error: {e}") from None
     if ctx.invoked_subcommand is not None:
@@ -131,22 +161,56 @@ def _emit(text: str, out: Path | None) -> None:
 
 
 def _apply(session: Session, result: Plan, when: Timestamp) -> None:
-    """Append the planned metadata blocks; ingest and transforms are not built yet."""
-    outcomes = apply_metadata(session.odf, result, when)
-    failed = [r for r in outcomes if r.error]
-    for r in outcomes:
-        if r.error:
-            outcome = f"failed: {r.error}"
-        else:
-            outcome = "chain deleted (--prune)" if r.deleted else f"{r.blocks} block(s) appended"
-        typer.echo(f"{r.dataset}: {outcome}")
-    typer.echo(
-        f"Applied metadata to {len(outcomes) - len(failed)} dataset(s)"
-        + (f", {len(failed)} failed" if failed else "")
-        + " (ingest and transforms are not built yet)"
-    )
-    if failed:
+    """Append the planned metadata, then pull the datasets; one line per dataset."""
+    outcomes = apply_plan(session.odf, result, when, session.ingest_context(), _report)
+    counts = {status: sum(o.status is status for o in outcomes) for status in Status}
+    summary = [f"{counts[s]} {s.value}" for s in Status if counts[s]]
+    typer.echo(f"{len(outcomes)} dataset(s): " + (", ".join(summary) or "nothing to do"))
+    if counts[Status.FAILED] or counts[Status.SKIPPED]:
         raise typer.Exit(1)
+
+
+def _report(outcome: Outcome) -> None:
+    parts = []
+    if outcome.metadata_blocks:
+        parts.append(f"{outcome.metadata_blocks} metadata block(s)")
+    if outcome.data_blocks:
+        parts.append(f"{outcome.data_blocks} data block(s) with {outcome.rows} row(s)")
+    if outcome.message:
+        parts.append(outcome.message)
+    detail = ": " + "; ".join(parts) if parts else ""
+    typer.echo(f"{outcome.dataset}: {outcome.status.value}{detail}")
+
+
+@app.command()
+def push(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    file: Annotated[str, typer.Argument(help="File to ingest, or - for standard input.")],
+    source: Annotated[
+        str | None, typer.Option("--source", help="Push source name, if there are several.")
+    ] = None,
+) -> None:
+    """Ingest a file through one of a root dataset's push sources (AddPushSource)."""
+    session: Session = ctx.obj
+    dataset = session.odf.dataset(name)
+    if not dataset.exists():
+        raise _fail(f"error: dataset {name!r} not found in {session.config.odf_dir}")
+    with tempfile.TemporaryDirectory(prefix="odf-stdin-") as tmp:
+        path = Path(file)
+        if file == "-":
+            path = Path(tmp) / "stdin"
+            path.write_bytes(sys.stdin.buffer.read())
+        elif not path.is_file():
+            raise _fail(f"error: {file}: no such file")
+        try:
+            result = push_file(dataset, session.ingest_context(), path, source)
+        except Exception as e:  # reported, never a traceback: the chain is unchanged
+            raise _fail(f"error: {name}: {describe(e)}") from None
+    if result.blocks:
+        typer.echo(f"{name}: {result.blocks} block(s) with {result.rows} row(s)")
+    else:
+        typer.echo(f"{name}: up-to-date (nothing new in {file})")
 
 
 @app.command()

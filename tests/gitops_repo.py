@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import git
+from conftest_spark import TEST_SETTINGS
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from reconciler.apply_metadata import apply_metadata
+from reconciler.apply import Outcome, apply_plan
+from reconciler.apply_metadata import apply_dataset, delete_dataset
 from reconciler.config import RepoConfig
+from reconciler.engine.session import get_spark
+from reconciler.ingest.pull import IngestContext
 from reconciler.odf import Timestamp
-from reconciler.odf.repository import OdfRepository
+from reconciler.odf.models import AddData
+from reconciler.odf.repository import Dataset, OdfRepository
 from reconciler.plan.builder import PlanOptions, QueryValidator, build_plan, read_actual
 from reconciler.plan.desired import load_desired
-from reconciler.plan.model import Plan
+from reconciler.plan.model import Action, Plan
+from reconciler.planning import PlanRequest, make_plan
 
 T0 = Timestamp.parse("2026-01-01T00:00:00Z")
 
@@ -113,7 +124,64 @@ class GitOpsRepo:
         )
 
     def apply(self, system_time: Timestamp = T0) -> Plan:
+        """Append the plan's metadata (no ingest), as the first half of ``reconcile``."""
         plan = self.plan()
-        results = apply_metadata(self.odf, plan, system_time)
-        assert [r.error for r in results if r.error] == []
+        ids = {d.name: d.dataset_id for d in plan.datasets if d.dataset_id}
+        for ds in plan.datasets:
+            if ds.action is Action.DELETE:
+                assert delete_dataset(self.odf, ds) is None
+            elif ds.action in (Action.CREATE, Action.UPDATE):
+                assert apply_dataset(self.odf, ds, system_time, ids).error is None
         return plan
+
+
+T1 = Timestamp.parse("2026-02-01T12:00:00Z")
+
+
+def reconcile(
+    root: Path, system_time: Timestamp | None = T1, env: dict[str, str] | None = None
+) -> list[Outcome]:
+    """``reconcile`` (plan, then apply) in this process, on the test session's Spark."""
+    config = RepoConfig.load(root)
+    plan = make_plan(config, PlanRequest())
+    assert not plan.has_errors, [str(p) for p in plan.problems]
+    context = IngestContext(
+        spark=lambda: get_spark(TEST_SETTINGS),
+        base_dir=root,
+        env=env or {},
+        system_time=system_time,
+    )
+    return apply_plan(OdfRepository(config.odf_dir), plan, system_time or T0, context)
+
+
+def events(dataset: Dataset) -> list[Any]:
+    """The dataset's events, oldest first."""
+    return [block.event for _, block in reversed(list(dataset.iter_blocks()))]
+
+
+def slices(dataset: Dataset) -> list[pa.Table]:
+    """Every data slice of the dataset, oldest first, as stored."""
+    return [
+        pq.read_table(dataset.layout.data_file(e.new_data.physical_hash))
+        for e in events(dataset)
+        if isinstance(e, AddData) and e.new_data is not None
+    ]
+
+
+def rows(table: pa.Table, *skip: str) -> list[tuple[Any, ...]]:
+    """Rows as tuples, without the named columns; timestamps as RFC 3339 strings."""
+    names = [n for n in table.column_names if n not in skip]
+    out = []
+    for record in table.select(names).to_pylist():
+        out.append(tuple(_plain(record[n]) for n in names))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return value

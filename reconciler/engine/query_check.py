@@ -35,7 +35,7 @@ _TRAILING_SEMICOLONS = re.compile(r"[\s;]+\Z")
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class _StepError(Exception):
+class QueryError(Exception):
     """A step (or an input's schema) the engine rejected, with its message and line."""
 
     def __init__(self, message: str, line: int | None = None) -> None:
@@ -56,33 +56,39 @@ def check_query(
     dataset, with other inputs) cannot resolve a name this one registered. Checks share
     the session's view namespace and so must not run concurrently.
     """
-    views: list[str] = []
     try:
-        output = _analyse_transform(spark, inputs, transform, views)
-    except _StepError as failed:
+        frames = {alias: _empty_input(spark, alias, columns) for alias, columns in inputs.items()}
+        output = apply_transform(spark, frames, transform)
+    except QueryError as failed:
         return QueryCheck(dataset=dataset, ok=False, error=failed.message, line=failed.line)
-    finally:
-        for name in views:
-            spark.catalog.dropTempView(name)
     return QueryCheck(dataset=dataset, ok=True, output_schema=columns_from_schema(output.schema))
 
 
-def _analyse_transform(
-    spark: SparkSession,
-    inputs: Mapping[str, Sequence[Column]],
-    transform: TransformSql,
-    views: list[str],
+def apply_transform(
+    spark: SparkSession, inputs: Mapping[str, DataFrame], transform: TransformSql
 ) -> DataFrame:
-    """Register the inputs, then analyse the steps in order; the last one is the output."""
-    for alias, columns in inputs.items():
-        _register(_empty_input(spark, alias, columns), alias, views)
-    output: DataFrame | None = None
-    for step in transform.normalized().queries or []:
-        output = _analyse_step(spark, step.alias or OUTPUT_STEP, step.query)
-        if step.alias is not None:
-            _register(output, step.alias, views)
+    """The transform's output over ``inputs``, each readable as a view under its alias.
+
+    Register the inputs, then analyse the steps in order; the last one is the output.
+    The views are dropped before returning: the returned DataFrame keeps the analysed
+    plans it was built from, and the next transform (of another dataset, with other
+    inputs) must not resolve a name this one registered. Transforms share the session's
+    view namespace and so must not run concurrently.
+    """
+    views: list[str] = []
+    try:
+        for alias, frame in inputs.items():
+            _register(frame, alias, views)
+        output: DataFrame | None = None
+        for step in transform.normalized().queries or []:
+            output = _analyse_step(spark, step.alias or OUTPUT_STEP, step.query)
+            if step.alias is not None:
+                _register(output, step.alias, views)
+    finally:
+        for name in views:
+            spark.catalog.dropTempView(name)
     if output is None:
-        raise _StepError("the transform has no query")
+        raise QueryError("the transform has no query")
     return output
 
 
@@ -100,7 +106,7 @@ def _field(alias: str, column: Column) -> StructField:
     try:
         data_type = DataType.fromDDL(column.type)
     except ParseException as e:
-        raise _StepError(
+        raise QueryError(
             f"input `{alias}`: column `{column.name}` has a type Spark cannot read,"
             f" {column.type!r}: {_engine_message(e)}"
         ) from None
@@ -125,7 +131,7 @@ def _analyse_step(spark: SparkSession, label: str, query: str) -> DataFrame:
         _require_query(spark, label, query)
         frame = spark.sql(query)
     except (AnalysisException, ParseException) as e:
-        raise _StepError(f"step `{label}`: {_engine_message(e)}", _engine_line(e, query)) from None
+        raise QueryError(f"step `{label}`: {_engine_message(e)}", _engine_line(e, query)) from None
     return frame
 
 
@@ -144,7 +150,7 @@ def _require_query(spark: SparkSession, label: str, query: str) -> None:
         capture_sql_exception(parser.parseQuery)(query)
     except ParseException:
         capture_sql_exception(parser.parsePlan)(query)
-        raise _StepError(
+        raise QueryError(
             f"step `{label}`: only a query (SELECT, WITH, VALUES, TABLE) may be a step;"
             " Spark would execute this statement"
         ) from None

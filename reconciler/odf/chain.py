@@ -120,6 +120,9 @@ class ChainState:
     license: models.SetLicense | None = None
     attachments: models.SetAttachments | None = None
     source_states: dict[str, models.SourceState] = field(default_factory=dict)
+    last_source_state: models.SourceState | None = None
+    """The newest AddData's source state (None if it had none): what a polling source
+    resumes from, and what kamu's "uncacheable" rule looks at."""
     inputs: dict[DatasetId, InputCursor] = field(default_factory=dict)
     input_order: tuple[DatasetId, ...] = ()
 
@@ -187,9 +190,11 @@ def _data_changes(
     changes["checkpoint"] = _new_checkpoint(event)
     if event.new_watermark is not None:
         changes["watermark"] = event.new_watermark
-    if isinstance(event, models.AddData) and event.new_source_state is not None:
-        state_ = event.new_source_state
-        changes["source_states"] = {**state.source_states, state_.source_name: state_}
+    if isinstance(event, models.AddData):
+        changes["last_source_state"] = event.new_source_state
+        if event.new_source_state is not None:
+            state_ = event.new_source_state
+            changes["source_states"] = {**state.source_states, state_.source_name: state_}
     if isinstance(event, models.ExecuteTransform):
         inputs = dict(state.inputs)
         for qi in event.query_inputs:

@@ -239,6 +239,17 @@ class Dataset:
         )
         return self.append(block, head)
 
+    def reset_head(self, target: Multihash, expected_head: Multihash | None) -> None:
+        """Move the head back to ``target``, an earlier block of this chain, undoing a
+        failed run's appends; by compare-and-swap, so a concurrent writer's blocks are
+        never dropped. The undone blocks stay as unreferenced, content-addressed files."""
+        with self._head_lock():
+            actual = self.head()
+            if actual != expected_head:
+                raise HeadMovedError(self.root, expected_head, actual)
+            write_atomic(self.layout.head_ref, target.encode("ascii"))
+        self._state_cache = None
+
     def _sequence_of(self, hash_: Multihash | None) -> int:
         return -1 if hash_ is None else self.get_block(hash_).sequence_number
 

@@ -1,0 +1,181 @@
+"""Pull a root dataset: run its polling source until it is up to date, or ingest a file
+through one of its push sources.
+
+One polling iteration (ENGINE-SEMANTICS §1.1) is fetch, prepare, read, preprocess, merge
+and commit; iterations repeat while the source has more (a FilesGlob with several new
+files). Fetching happens before Spark is needed, so a run in which every source is up to
+date never starts a JVM.
+
+A pull is all or nothing for its dataset: if any iteration fails, the head goes back to
+where the pull started and the error is raised, so the chain is exactly as it was and the
+next run redoes the work once (source states are only committed with their data).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from ..odf import models
+from ..odf.chain import ChainState
+from ..odf.repository import Dataset
+from ..odf.timestamps import Timestamp
+from ..plan.ddl import parse_columns
+from .fetch import Fetched, UpToDate, fetch
+from .prepare import prepare
+from .preprocess import preprocess
+from .readers import read_data
+from .writer import SliceRequest, commit, stage
+
+
+class IngestError(RuntimeError):
+    """A pull that failed; the chain was left as it was before the pull."""
+
+
+@dataclass(frozen=True)
+class IngestContext:
+    """What every pull of one run shares."""
+
+    spark: Callable[[], SparkSession]
+    """Starts (or returns) the process's SparkSession, only when data must be read."""
+    base_dir: Path
+    """Relative source paths (FilesGlob, file: URLs) are relative to this folder."""
+    env: Mapping[str, str]
+    """Where ``${{ env.NAME }}`` templates are resolved from."""
+    system_time: Timestamp | None = None
+    """A fixed system time for every block (``--system-time``), else the clock."""
+    fetch_uncacheable: bool = False
+
+    def now(self) -> Timestamp:
+        return self.system_time or Timestamp.now()
+
+
+@dataclass(frozen=True)
+class PullResult:
+    blocks: int = 0
+    rows: int = 0
+    note: str = ""
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.blocks == 0
+
+
+@contextmanager
+def _all_or_nothing(dataset: Dataset) -> Iterator[None]:
+    start = dataset.head()
+    try:
+        yield
+    except BaseException:
+        current = dataset.head()
+        if start is not None and current != start:
+            dataset.reset_head(start, current)
+        raise
+
+
+def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
+    """Ingest from the dataset's polling source until the source has nothing new."""
+    blocks = rows = 0
+    with _all_or_nothing(dataset):
+        while True:
+            state = dataset.state()
+            source = state.polling_source
+            if source is None:
+                return PullResult(note="no polling source")
+            if _uncacheable(state, source) and not context.fetch_uncacheable:
+                return PullResult(blocks, rows, "source is uncacheable (it gave no ETag or date)")
+            system_time = context.now()
+            with tempfile.TemporaryDirectory(prefix="odf-ingest-") as tmp:
+                work = Path(tmp)
+                fetched = fetch(
+                    source.fetch,
+                    prev_state=state.last_source_state,
+                    system_time=system_time,
+                    workdir=work,
+                    base_dir=context.base_dir,
+                    env=context.env,
+                )
+                if isinstance(fetched, UpToDate):
+                    break
+                added, count = _ingest_file(
+                    dataset, state, context, source, fetched, system_time, work
+                )
+            blocks, rows = blocks + added, rows + count
+            if not fetched.has_more:
+                break
+    return PullResult(blocks, rows)
+
+
+def _uncacheable(state: ChainState, source: models.SetPollingSource) -> bool:
+    """kamu's rule: once a source has given data without a state to resume from, it
+    cannot tell whether it changed, so it is not fetched again unless asked."""
+    return (
+        state.last_offset is not None
+        and state.last_source_state is None
+        and not isinstance(source.fetch, models.FetchStepFilesGlob)
+    )
+
+
+def _ingest_file(
+    dataset: Dataset,
+    state: ChainState,
+    context: IngestContext,
+    source: models.SetPollingSource | models.AddPushSource,
+    fetched: Fetched,
+    system_time: Timestamp,
+    work: Path,
+) -> tuple[int, int]:
+    """Prepare, read, preprocess, merge and commit one fetched file."""
+    steps = source.prepare if isinstance(source, models.SetPollingSource) else None
+    path = prepare(steps, fetched.path, work)
+    spark = context.spark()
+    frame = read_data(spark, source.read, path, work)
+    schema = source.read.schema_
+    if frame is not None:
+        transform = source.preprocess
+        frame = preprocess(spark, frame, transform, state.vocabulary(), bool(schema))
+    request = SliceRequest(
+        frame=frame,
+        merge=source.merge,
+        system_time=system_time,
+        source_state=fetched.source_state,
+        source_event_time=fetched.source_event_time,
+        required=frozenset(c.name for c in parse_columns(schema or []) if not c.nullable),
+    )
+    staged = stage(spark, dataset, state, request, work)
+    return commit(dataset, staged, system_time), staged.rows
+
+
+def push_file(
+    dataset: Dataset, context: IngestContext, path: Path, source_name: str | None
+) -> PullResult:
+    """Ingest one file through a push source (the only one, or the one named)."""
+    state = dataset.state()
+    sources = state.push_sources
+    if not sources:
+        raise IngestError(f"{dataset.root.name} has no push source")
+    if source_name is None:
+        if len(sources) > 1:
+            raise IngestError(
+                f"{dataset.root.name} has several push sources; name one with --source: "
+                + ", ".join(sorted(sources))
+            )
+        source_name = next(iter(sources))
+    source = sources.get(source_name)
+    if source is None:
+        raise IngestError(
+            f"{dataset.root.name} has no push source {source_name!r}; it has: "
+            + ", ".join(sorted(sources))
+        )
+    system_time = context.now()
+    fetched = Fetched(path=path, source_state=None, source_event_time=None, origin=str(path))
+    with _all_or_nothing(dataset), tempfile.TemporaryDirectory(prefix="odf-push-") as tmp:
+        blocks, rows = _ingest_file(
+            dataset, state, context, source, fetched, system_time, Path(tmp)
+        )
+    return PullResult(blocks, rows)

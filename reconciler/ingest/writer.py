@@ -1,0 +1,337 @@
+"""Turn merged data into a committed slice: offsets, system columns, files, blocks.
+
+This is kamu's DataWriter (ENGINE-SEMANTICS §1.2-§1.7, §1.10) on Spark: the merge runs
+on Spark, then the slice is collected once as Arrow, given its system columns and cast
+to the dataset's schema, and written as one Parquet file with its checkpoint. Blocks are
+appended only after every file is in place, and the head moves last, so a crash at any
+point leaves the chain as it was or with the whole iteration committed.
+
+The first slice defines the dataset's schema (a ``SetDataSchema`` block before the first
+``AddData``); every later slice must match it exactly, or the iteration fails with the
+difference spelled out and nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import DataType, DateType, TimestampType
+
+from ..odf import models
+from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
+from ..odf.chain import ChainState
+from ..odf.multiformat import Multihash
+from ..odf.repository import Dataset
+from ..odf.slices import (
+    MILLIS,
+    OFFSET_TYPE,
+    OP_TYPE,
+    WrittenFile,
+    max_event_time,
+    normalize_type,
+    write_slice,
+)
+from ..odf.timestamps import Timestamp
+from .checkpoints import CHECKPOINT_KIND, Previous, previous_checkpoint, write_checkpoint
+from .frames import ROW_ID, column, normalize_timestamps, timestamp_literal, with_row_id
+from .merge import Merged, merge_append, merge_ledger, merge_snapshot
+
+
+class IncompatibleSchemaError(ValueError):
+    """A slice whose columns differ from the dataset's SetDataSchema."""
+
+
+@dataclass(frozen=True)
+class SliceRequest:
+    """One batch of preprocessed source data and what the chain should remember of it."""
+
+    frame: DataFrame | None
+    """The preprocessed data; None when the source produced no DataFrame at all."""
+    merge: models.MergeStrategy
+    system_time: Timestamp
+    source_state: models.SourceState | None = None
+    source_event_time: Timestamp | None = None
+    required: frozenset[str] = frozenset()
+    """Data columns declared NOT NULL by the read schema."""
+
+
+@dataclass
+class Staged:
+    """Everything one iteration will commit, already written to temporary files."""
+
+    head: Multihash | None
+    schema_event: models.SetDataSchema | None = None
+    add_data: models.AddData | None = None
+    files: list[tuple[WrittenFile, str]] = field(default_factory=list)
+    rows: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.schema_event is None and self.add_data is None
+
+
+def stage(
+    spark: SparkSession,
+    dataset: Dataset,
+    state: ChainState,
+    request: SliceRequest,
+    workdir: Path,
+) -> Staged:
+    """Merge, shape and write one slice; append nothing yet."""
+    vocab = state.vocabulary()
+    schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
+    staged = Staged(head=state.head)
+    checkpoint = _carried_checkpoint(dataset, state)
+    watermark = state.watermark
+    if request.frame is not None:
+        frame = _prepare_frame(request.frame, vocab, schema)
+        frame.persist()
+        try:
+            table, written_checkpoint = _merge_and_collect(
+                spark, dataset, state, request, frame, schema, workdir
+            )
+        finally:
+            frame.unpersist()
+        slice_table = _with_system_columns(table, state, request, vocab, schema)
+        if schema is None:
+            schema = slice_table.schema
+            staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(schema))
+        if slice_table.num_rows:
+            written = write_slice(slice_table, workdir / "slice.parquet", vocab)
+            staged.files.append((written, "data"))
+            staged.rows = written.rows
+            watermark = _later(watermark, max_event_time(slice_table[vocab.event_time_column]))
+            if written_checkpoint is not None:
+                staged.files.append((written_checkpoint, CHECKPOINT_KIND))
+                checkpoint = models.Checkpoint(
+                    physical_hash=written_checkpoint.physical_hash, size=written_checkpoint.size
+                )
+    staged.add_data = _add_data(state, staged, checkpoint, watermark, request.source_state)
+    return staged
+
+
+def _later(current: Timestamp | None, candidate: Timestamp | None) -> Timestamp | None:
+    """The watermark never goes back."""
+    if current is None:
+        return candidate
+    return current if candidate is None or candidate < current else candidate
+
+
+def _carried_checkpoint(dataset: Dataset, state: ChainState) -> models.Checkpoint | None:
+    if state.checkpoint is None:
+        return None
+    path = dataset.layout.checkpoint_file(state.checkpoint)
+    return models.Checkpoint(physical_hash=state.checkpoint, size=path.stat().st_size)
+
+
+def _add_data(
+    state: ChainState,
+    staged: Staged,
+    checkpoint: models.Checkpoint | None,
+    watermark: Timestamp | None,
+    source_state: models.SourceState | None,
+) -> models.AddData | None:
+    """The AddData block, or None when it would advance nothing (§1.7 "up to date")."""
+    new_data = None
+    if staged.rows:
+        written = next(w for w, kind in staged.files if kind == "data")
+        start = state.next_offset
+        new_data = models.DataSlice(
+            logical_hash=written.logical_hash,
+            physical_hash=written.physical_hash,
+            offset_interval=models.OffsetInterval(start=start, end=start + written.rows - 1),
+            size=written.size,
+        )
+    moved_checkpoint = (checkpoint.physical_hash if checkpoint else None) != state.checkpoint
+    changed_state = source_state is not None and source_state != state.last_source_state
+    if not (new_data or moved_checkpoint or changed_state or watermark != state.watermark):
+        return None
+    return models.AddData(
+        prev_checkpoint=state.checkpoint,
+        prev_offset=state.last_offset,
+        new_data=new_data,
+        new_checkpoint=checkpoint,
+        new_watermark=watermark,
+        new_source_state=source_state,
+    )
+
+
+def _prepare_frame(
+    frame: DataFrame, vocab: models.DatasetVocabulary, schema: pa.Schema | None
+) -> DataFrame:
+    """Timestamps in ms, an event-time column even if the data has none, the input
+    order captured, and the columns checked against the dataset's schema."""
+    frame = normalize_timestamps(frame)
+    event = vocab.event_time_column
+    if event not in frame.columns:
+        frame = frame.withColumn(event, F.lit(None).cast(_event_type(schema, event)))
+    if schema is not None:
+        _check_against_schema(frame, schema, vocab)
+    return with_row_id(frame)
+
+
+def _event_type(schema: pa.Schema | None, event: str) -> DataType:
+    if schema is not None and pa.types.is_date(schema.field(event).type):
+        return DateType()
+    return TimestampType()
+
+
+def _check_against_schema(
+    frame: DataFrame, schema: pa.Schema, vocab: models.DatasetVocabulary
+) -> None:
+    expected = {f.name: normalize_type(f.type) for f in schema}
+    for name in (vocab.offset_column, vocab.operation_type_column, vocab.system_time_column):
+        expected.pop(name, None)
+    actual = {f.name: normalize_type(to_arrow_type(f.dataType)) for f in frame.schema.fields}
+    problems = [f"column {n!r} is missing" for n in expected if n not in actual]
+    problems += [
+        f"column {n!r} is not in the dataset's schema" for n in actual if n not in expected
+    ]
+    problems += [
+        f"column {n!r} is {actual[n]}, the dataset has {t}"
+        for n, t in expected.items()
+        if n in actual and actual[n] != t
+    ]
+    if problems:
+        raise IncompatibleSchemaError(
+            "the data does not match the dataset's schema (SetDataSchema): " + "; ".join(problems)
+        )
+
+
+def _merge_and_collect(
+    spark: SparkSession,
+    dataset: Dataset,
+    state: ChainState,
+    request: SliceRequest,
+    frame: DataFrame,
+    schema: pa.Schema | None,
+    workdir: Path,
+) -> tuple[pa.Table, WrittenFile | None]:
+    """Run the merge on Spark, collect the changelog rows in offset order, and write the
+    strategy's next checkpoint. Returns the rows (``op``, event time, data) and the
+    written checkpoint, if the strategy keeps one."""
+    vocab = state.vocabulary()
+    op, event = vocab.operation_type_column, vocab.event_time_column
+    fallback_time = request.source_event_time or request.system_time
+    fallback = timestamp_literal(fallback_time, frame.schema[event].dataType)
+    previous = previous_checkpoint(spark, dataset, state, request.merge, vocab)
+    before = previous.frame if previous is not None else None
+    merged: Merged
+    match request.merge:
+        case models.MergeStrategyAppend():
+            merged = merge_append(frame, op, event)
+        case models.MergeStrategyLedger():
+            merged = merge_ledger(request.merge, frame, before, op, event)
+        case models.MergeStrategySnapshot():
+            merged = merge_snapshot(request.merge, frame, before, op, event, fallback)
+        case _:
+            raise ValueError(f"merge strategy {request.merge.kind} is not supported")
+    names = [c for c in merged.changes.columns if c not in (ROW_ID, op, event)]
+    rows = (
+        merged.changes.orderBy(*merged.order)
+        .select(
+            column(op),
+            F.coalesce(column(event), fallback).alias(event),
+            *[column(c) for c in names],
+        )
+        .toArrow()
+    )
+    checkpoint = _next_checkpoint(request.merge, merged, previous, rows, workdir)
+    return rows, checkpoint
+
+
+def _next_checkpoint(
+    merge: models.MergeStrategy,
+    merged: Merged,
+    previous: Previous | None,
+    rows: pa.Table,
+    workdir: Path,
+) -> WrittenFile | None:
+    """What the next run needs from history: keys (Ledger) or current state (Snapshot).
+    A slice with no rows changes neither, and the block carries the old checkpoint."""
+    if rows.num_rows == 0:
+        return None
+    path = workdir / "checkpoint.parquet"
+    if isinstance(merge, models.MergeStrategyLedger):
+        keys = _normalized(rows.select(merge.primary_key))
+        if previous is not None:
+            before = _normalized(previous.table())
+            keys = pa.concat_tables([before, keys.cast(before.schema)])
+        return write_checkpoint(keys, merge, path)
+    if isinstance(merge, models.MergeStrategySnapshot) and merged.state is not None:
+        ordered = merged.state.orderBy(*[column(k).asc_nulls_first() for k in merge.primary_key])
+        return write_checkpoint(_normalized(ordered.toArrow()), merge, path)
+    return None
+
+
+def _normalized(table: pa.Table) -> pa.Table:
+    fields = [f.with_type(normalize_type(f.type)).with_nullable(True) for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
+def _with_system_columns(
+    rows: pa.Table,
+    state: ChainState,
+    request: SliceRequest,
+    vocab: models.DatasetVocabulary,
+    schema: pa.Schema | None,
+) -> pa.Table:
+    """``offset, op, system_time, event_time, <data>``, typed as the dataset stores them."""
+    count = rows.num_rows
+    start = state.next_offset
+    offsets = pa.array(np.arange(start, start + count, dtype=np.int64), OFFSET_TYPE)
+    millis = np.full(count, request.system_time.epoch_millis, dtype=np.int64)
+    system_times = pa.array(millis, pa.int64()).cast(MILLIS)
+    event = vocab.event_time_column
+    data = [n for n in rows.column_names if n not in (vocab.operation_type_column, event)]
+    names = [vocab.offset_column, vocab.operation_type_column, vocab.system_time_column, event]
+    arrays = [offsets, rows[vocab.operation_type_column], system_times, rows[event]]
+    arrays += [rows[n] for n in data]
+    names += data
+    if schema is None:
+        fields = [
+            pa.field(names[0], OFFSET_TYPE, nullable=False),
+            pa.field(names[1], OP_TYPE, nullable=False),
+            pa.field(names[2], MILLIS, nullable=False),
+            pa.field(event, normalize_type(rows.schema.field(event).type), nullable=False),
+        ]
+        fields += [
+            pa.field(n, normalize_type(rows.schema.field(n).type), n not in request.required)
+            for n in data
+        ]
+        schema = pa.schema(fields)
+    elif schema.names != names:
+        raise IncompatibleSchemaError(
+            f"columns {names} do not match the dataset's schema {schema.names}"
+        )
+    for array, target in zip(arrays, schema, strict=True):
+        if not target.nullable and array.null_count:
+            raise IncompatibleSchemaError(
+                f"column {target.name!r} is NOT NULL but {array.null_count} row(s) have no value"
+            )
+    return pa.Table.from_arrays(
+        [a.cast(f.type) for a, f in zip(arrays, schema, strict=True)], schema=schema
+    )
+
+
+def commit(dataset: Dataset, staged: Staged, system_time: Timestamp) -> int:
+    """Move the files under their hashes, then append the blocks; returns how many.
+
+    Files first: a block never references a file that is not in place. The head moves
+    with each append by compare-and-swap from the head the iteration started from, so a
+    concurrent writer makes this fail rather than interleave.
+    """
+    for written, kind in staged.files:
+        dataset.add_file(written.path, kind)
+    head, count = staged.head, 0
+    for event in (staged.schema_event, staged.add_data):
+        if event is not None:
+            head = dataset.append_event(event, system_time, expected_head=head)
+            count += 1
+    return count

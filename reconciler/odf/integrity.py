@@ -1,0 +1,85 @@
+"""Integrity of a stored dataset: every block and every file it references.
+
+The chain is re-folded with every rule and every block hash checked; then each data
+slice and checkpoint named by a block must exist with the recorded size and physical
+hash. Any changed byte is a failure: files are content-addressed, so even a re-encoded
+file with the same records is not the file the block names. When a data file's bytes
+differ, its logical hash is still checked (kamu's fallback) to say whether the records
+themselves changed, which tells a repair (re-fetch the file) from a falsification.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import models
+from .chain import ChainRuleError
+from .hashing import logical_hash, physical_hash
+from .repository import Dataset, RepositoryError
+from .slices import read_file
+
+
+@dataclass(frozen=True)
+class IntegrityProblem:
+    """What is wrong, and in which block (sequence number) when one is to blame."""
+
+    message: str
+    sequence_number: int | None = None
+
+    def __str__(self) -> str:
+        where = f"block #{self.sequence_number}: " if self.sequence_number is not None else ""
+        return where + self.message
+
+
+def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
+    """Every problem found; an empty list means the dataset is intact."""
+    try:
+        dataset.state()
+        blocks = list(dataset.iter_blocks())
+    except ChainRuleError as e:
+        return [IntegrityProblem(str(e), e.sequence_number)]
+    except (RepositoryError, ValueError) as e:
+        return [IntegrityProblem(str(e))]
+    problems: list[IntegrityProblem] = []
+    for _, block in reversed(blocks):
+        event = block.event
+        if not isinstance(event, models.AddData | models.ExecuteTransform):
+            continue
+        seq = block.sequence_number
+        if event.new_data is not None:
+            path = dataset.layout.data_file(event.new_data.physical_hash)
+            problem = _check_file(path, event.new_data.size, event.new_data.physical_hash, "data")
+            if problem and path.exists():
+                problem += "; " + _check_logical(path, event.new_data)
+            if problem:
+                problems.append(IntegrityProblem(problem, seq))
+        if event.new_checkpoint is not None:
+            path = dataset.layout.checkpoint_file(event.new_checkpoint.physical_hash)
+            problem = _check_file(
+                path, event.new_checkpoint.size, event.new_checkpoint.physical_hash, "checkpoint"
+            )
+            if problem:
+                problems.append(IntegrityProblem(problem, seq))
+    return problems
+
+
+def _check_file(path: Path, size: int, expected: str, what: str) -> str | None:
+    if not path.is_file():
+        return f"{what} file {path.name} is missing"
+    actual_size = path.stat().st_size
+    if actual_size != size:
+        return f"{what} file {path.name} has {actual_size} bytes, the block says {size}"
+    if physical_hash(path) != expected:
+        return f"{what} file bytes do not match physical hash {expected}"
+    return None
+
+
+def _check_logical(path: Path, data: models.DataSlice) -> str:
+    try:
+        actual = logical_hash(read_file(path))
+    except Exception as e:  # an unreadable file is a finding, not a crash of the check
+        return f"its records cannot be read ({type(e).__name__})"
+    if actual != data.logical_hash:
+        return f"its records do not match logical hash {data.logical_hash} either"
+    return "its records still match the logical hash"

@@ -1,0 +1,101 @@
+"""Data slices and checkpoints as ODF stores them: one Parquet file each, hashed two ways.
+
+Every file the reconciler commits goes through here, so the bytes follow one recipe
+(kamu's: snappy, Parquet 1.0 logical types, dictionary encoding only for ``op`` and
+``system_time``, one file per slice) and the Arrow schema is embedded, so a reader gets
+``timestamp[ms, tz="UTC"]`` back rather than ``+00:00``: the time-zone string is part of
+the logical hash. The physical hash covers the file's bytes; the logical hash covers the
+records as read back from the file, which is what verification recomputes.
+
+Pure pyarrow: the engine produces the table, this module only writes and hashes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from . import models
+from .hashing import logical_hash, physical_hash
+from .multiformat import Multihash
+from .timestamps import Timestamp
+
+UTC = "UTC"
+MILLIS = pa.timestamp("ms", tz=UTC)
+OFFSET_TYPE = pa.int64()
+OP_TYPE = pa.int32()
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A file written and hashed, not yet moved under its hash."""
+
+    path: Path
+    physical_hash: Multihash
+    logical_hash: Multihash
+    size: int
+    rows: int
+
+
+def normalize_type(data_type: pa.DataType) -> pa.DataType:
+    """The type ODF stores for ``data_type``: every timestamp becomes ms in "UTC", and the
+    large and view variants of strings, binaries and lists become the plain ones (kamu
+    counts them as the same type, and one spelling keeps the schema stable)."""
+    if pa.types.is_timestamp(data_type):
+        return MILLIS
+    if pa.types.is_large_string(data_type) or pa.types.is_string_view(data_type):
+        return pa.string()
+    if pa.types.is_large_binary(data_type) or pa.types.is_binary_view(data_type):
+        return pa.binary()
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        item = data_type.value_field
+        return pa.list_(item.with_type(normalize_type(item.type)))
+    if pa.types.is_struct(data_type):
+        return pa.struct([f.with_type(normalize_type(f.type)) for f in data_type])
+    return data_type
+
+
+def write_parquet(table: pa.Table, path: Path, dictionary: list[str] | None = None) -> WrittenFile:
+    """Write ``table`` as one Parquet file and hash it; the logical hash is taken from the
+    file as read back, so it is exactly what a verifier will see."""
+    pq.write_table(
+        table,
+        path,
+        compression="snappy",
+        version="1.0",
+        use_dictionary=dictionary or False,
+        store_schema=True,
+        write_statistics=True,
+    )
+    read_back = pq.read_table(path)
+    return WrittenFile(
+        path=path,
+        physical_hash=physical_hash(path),
+        logical_hash=logical_hash(read_back),
+        size=path.stat().st_size,
+        rows=table.num_rows,
+    )
+
+
+def write_slice(table: pa.Table, path: Path, vocab: models.DatasetVocabulary) -> WrittenFile:
+    """Write a data slice with kamu's encoding choices."""
+    return write_parquet(table, path, [vocab.operation_type_column, vocab.system_time_column])
+
+
+def read_file(path: Path) -> pa.Table:
+    """Read a slice or checkpoint with the Arrow schema embedded in it."""
+    return pq.read_table(path)
+
+
+def max_event_time(column: pa.ChunkedArray | pa.Array) -> Timestamp | None:
+    """The largest event time in a column (a DATE counts as midnight UTC), or None."""
+    if len(column) == 0 or column.null_count == len(column):
+        return None
+    if pa.types.is_date(column.type):
+        column = pc.cast(pc.cast(column, pa.date32()), pa.timestamp("ms", tz=UTC))
+    millis = pc.max(pc.cast(pc.cast(column, MILLIS), pa.int64())).as_py()
+    return Timestamp.from_epoch_nanos(int(millis) * 1_000_000)

@@ -1,0 +1,200 @@
+"""Ingest of root datasets through ``reconcile`` (plan, then apply), on real Spark.
+
+Every test builds a real git repository with manifests and source files, runs the same
+``apply_plan`` the CLI runs, and then reads the committed chain and Parquet files back.
+After every run the whole dataset must pass the integrity check (chain rules, block,
+physical and logical hashes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from gitops_repo import T1, GitOpsRepo, events, manifest, reconcile, root_events, rows, slices
+
+from reconciler.apply import Status
+from reconciler.odf import Timestamp, models
+from reconciler.odf.arrow_schema import decode_arrow_schema
+from reconciler.odf.integrity import check_integrity
+from reconciler.odf.repository import Dataset
+
+pytestmark = pytest.mark.usefixtures("spark")
+
+NAME = "org.example.obs"
+VOCAB = """
+    - kind: SetVocab
+      eventTimeColumn: observed_at"""
+
+
+def make_repo(tmp_path: Path, events_yaml: str, name: str = NAME) -> GitOpsRepo:
+    repo = GitOpsRepo.create(tmp_path)
+    repo.write(name, manifest(name, "Root", events_yaml))
+    (tmp_path / "sources").mkdir()
+    return repo
+
+
+def source(repo: GitOpsRepo, name: str, text: str) -> None:
+    (repo.root / "sources" / name).write_text(text)
+
+
+def dataset(repo: GitOpsRepo, name: str = NAME) -> Dataset:
+    ds = repo.odf.dataset(name)
+    assert check_integrity(ds) == []
+    return ds
+
+
+def outcome(repo: GitOpsRepo, system_time: Timestamp | None = T1) -> tuple[Status, str, int, int]:
+    (result,) = reconcile(repo.root, system_time)
+    return result.status, result.message, result.data_blocks, result.rows
+
+
+def data_events(ds: Dataset) -> list[models.AddData]:
+    return [e for e in events(ds) if isinstance(e, models.AddData)]
+
+
+def ts(text: str) -> Timestamp:
+    return Timestamp.parse(text)
+
+
+def state(value: str) -> models.SourceState:
+    return models.SourceState(source_name="default", kind="odf/etag", value=value)
+
+
+OBS = root_events(
+    schema="[observed_at TIMESTAMP, station STRING, temp DOUBLE]", extra=VOCAB.strip("\n")
+)
+
+
+def test_append_orders_by_event_time_and_ingests_one_file_per_iteration(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, OBS)
+    source(repo, "obs-1.csv", "observed_at,station,temp\n2020-01-01T10:00:00Z,b,2.5\n2020-01-01T09:00:00Z,a,1.5\n")
+    source(repo, "obs-2.csv", "observed_at,station,temp\n2020-01-02T09:30:00.123Z,a,\n")
+
+    assert outcome(repo) == (Status.UPDATED, "", 3, 3)
+
+    ds = dataset(repo)
+    kinds = [type(e).__name__ for e in events(ds)]
+    assert kinds == ["Seed", "SetPollingSource", "SetInfo", "SetLicense", "SetVocab", "SetDataSchema", "AddData", "AddData"]
+    schema_event = next(e for e in events(ds) if isinstance(e, models.SetDataSchema))
+    assert decode_arrow_schema(schema_event.schema_) == pa.schema(
+        [
+            pa.field("offset", pa.int64(), nullable=False),
+            pa.field("op", pa.int32(), nullable=False),
+            pa.field("system_time", pa.timestamp("ms", tz="UTC"), nullable=False),
+            pa.field("observed_at", pa.timestamp("ms", tz="UTC"), nullable=False),
+            pa.field("station", pa.string()),
+            pa.field("temp", pa.float64()),
+        ]
+    )
+    first, second = data_events(ds)
+    assert first.prev_offset is None and first.new_data is not None
+    assert first.new_data.offset_interval == models.OffsetInterval(start=0, end=1)
+    assert first.new_watermark == ts("2020-01-01T10:00:00Z")
+    assert first.new_source_state == state("obs-1.csv")
+    assert first.new_checkpoint is None
+    assert second.prev_offset == 1 and second.new_data is not None
+    assert second.new_data.offset_interval == models.OffsetInterval(start=2, end=2)
+    assert second.new_watermark == ts("2020-01-02T09:30:00.123Z")
+    assert second.new_source_state == state("obs-2.csv")
+    assert [rows(t) for t in slices(ds)] == [
+        [
+            (0, 0, "2026-02-01T12:00:00Z", "2020-01-01T09:00:00Z", "a", 1.5),
+            (1, 0, "2026-02-01T12:00:00Z", "2020-01-01T10:00:00Z", "b", 2.5),
+        ],
+        [(2, 0, "2026-02-01T12:00:00Z", "2020-01-02T09:30:00.123000Z", "a", None)],
+    ]
+    assert slices(ds)[0].schema.field("system_time").type == pa.timestamp("ms", tz="UTC")
+
+    # Nothing new: no block, and the run says so.
+    head = ds.head()
+    assert outcome(repo, ts("2026-02-02T00:00:00Z")) == (Status.UP_TO_DATE, "", 0, 0)
+    assert repo.odf.dataset(NAME).head() == head
+
+    # A later file is picked up; the earlier ones are not read again.
+    source(repo, "obs-3.csv", "observed_at,station,temp\n2019-12-31T00:00:00Z,c,0.5\n")
+    assert outcome(repo, ts("2026-02-03T00:00:00Z")) == (Status.UPDATED, "", 1, 1)
+    third = data_events(dataset(repo))[-1]
+    assert third.new_data is not None
+    assert third.new_data.offset_interval == models.OffsetInterval(start=3, end=3)
+    # A late record does not move the watermark back.
+    assert third.new_watermark == ts("2020-01-02T09:30:00.123Z")
+
+
+LEDGER = root_events(
+    schema="[observed_at TIMESTAMP, id STRING, amount BIGINT]",
+    merge="{kind: Ledger, primaryKey: [id]}",
+    extra=VOCAB.strip("\n"),
+)
+
+
+def test_ledger_keeps_each_key_once_and_records_state_only_rounds(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, LEDGER)
+    source(repo, "tx-1.csv", "observed_at,id,amount\n2020-01-02T00:00:00Z,B,20\n2020-01-01T00:00:00Z,A,10\n")
+    assert outcome(repo) == (Status.UPDATED, "", 1, 2)
+
+    # Overlapping export: A again (with a changed amount, which a ledger ignores), C new.
+    source(repo, "tx-2.csv", "observed_at,id,amount\n2020-01-01T00:00:00Z,A,99\n2020-01-03T00:00:00Z,C,30\n")
+    assert outcome(repo, ts("2026-02-02T00:00:00Z")) == (Status.UPDATED, "", 1, 1)
+
+    # Only known keys: no data, but the source state moves (§1.7 case 3).
+    source(repo, "tx-3.csv", "observed_at,id,amount\n2020-01-03T00:00:00Z,C,30\n")
+    assert outcome(repo, ts("2026-02-03T00:00:00Z")) == (Status.UPDATED, "", 1, 0)
+
+    ds = dataset(repo)
+    first, second, third = data_events(ds)
+    assert [rows(t, "system_time") for t in slices(ds)] == [
+        [(0, 0, "2020-01-01T00:00:00Z", "A", 10), (1, 0, "2020-01-02T00:00:00Z", "B", 20)],
+        [(2, 0, "2020-01-03T00:00:00Z", "C", 30)],
+    ]
+    assert first.new_checkpoint is not None and second.new_checkpoint is not None
+    assert second.prev_checkpoint == first.new_checkpoint.physical_hash
+    assert third.new_data is None
+    assert third.prev_offset == 2
+    assert third.new_checkpoint == second.new_checkpoint  # carried, not rewritten
+    assert third.prev_checkpoint == second.new_checkpoint.physical_hash
+    assert third.new_watermark == ts("2020-01-03T00:00:00Z")
+    assert third.new_source_state == state("tx-3.csv")
+    checkpoint = ds.layout.checkpoint_file(second.new_checkpoint.physical_hash)
+    assert sorted(rows(pa.parquet.read_table(checkpoint))) == [("A",), ("B",), ("C",)]
+
+
+SNAPSHOT = root_events(
+    schema="[id STRING, name STRING, qty INT]",
+    merge="{kind: Snapshot, primaryKey: [id]}",
+)
+
+
+def test_snapshot_emits_retractions_and_corrections_with_old_event_times(tmp_path: Path) -> None:
+    events_yaml = SNAPSHOT.replace(
+        'fetch: {kind: FilesGlob, path: "sources/*.csv"}',
+        'fetch: {kind: FilesGlob, path: "sources/*.csv", eventTime: {kind: FromPath, pattern: "stock-(.+)\\\\.csv"}}',
+    )
+    repo = make_repo(tmp_path, events_yaml)
+    source(repo, "stock-2020-01-01.csv", "id,name,qty\nA,apple,1\nB,bean,2\nC,corn,3\nD,date,4\n")
+    source(repo, "stock-2020-01-02.csv", "id,name,qty\nB,bean,20\nC,corn,3\nD,dates,4\nE,egg,5\n")
+    source(repo, "stock-2020-01-03.csv", "id,name,qty\nC,corn,3\nD,dates,4\nE,egg,5\n")
+    assert outcome(repo) == (Status.UPDATED, "", 3, 4 + 6 + 1)
+
+    ds = dataset(repo)
+    day1, day2, day3 = (rows(t, "system_time") for t in slices(ds))
+    assert day1 == [
+        (0, 0, "2020-01-01T00:00:00Z", "A", "apple", 1),
+        (1, 0, "2020-01-01T00:00:00Z", "B", "bean", 2),
+        (2, 0, "2020-01-01T00:00:00Z", "C", "corn", 3),
+        (3, 0, "2020-01-01T00:00:00Z", "D", "date", 4),
+    ]
+    assert day2 == [
+        (4, 1, "2020-01-01T00:00:00Z", "A", "apple", 1),
+        (5, 2, "2020-01-01T00:00:00Z", "B", "bean", 2),
+        (6, 3, "2020-01-02T00:00:00Z", "B", "bean", 20),
+        (7, 2, "2020-01-01T00:00:00Z", "D", "date", 4),
+        (8, 3, "2020-01-02T00:00:00Z", "D", "dates", 4),
+        (9, 0, "2020-01-02T00:00:00Z", "E", "egg", 5),
+    ]
+    # Only B vanished: one retraction carrying B's latest values and event time.
+    assert day3 == [(10, 1, "2020-01-02T00:00:00Z", "B", "bean", 20)]
+    watermarks = [e.new_watermark for e in data_events(ds)]
+    # The last slice holds only a retraction dated 2020-01-02, so the watermark stays.
+    assert watermarks == [ts("2020-01-01T00:00:00Z"), ts("2020-01-02T00:00:00Z"), ts("2020-01-02T00:00:00Z")]
