@@ -39,10 +39,12 @@ class Outcome:
 
 
 def describe(error: BaseException) -> str:
-    """An error as one line for the report: its type and the first line of its message
-    (Spark errors append the whole JVM stack after it)."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+    """An error for the report: its type and message. Of an error raised by Spark or
+    py4j only the first line is kept: the rest is the JVM's stack."""
+    text = str(error).strip()
+    if type(error).__module__.split(".")[0] in ("pyspark", "py4j"):
+        text = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def apply_plan(

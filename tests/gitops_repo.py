@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import git
-from conftest_spark import TEST_SETTINGS
 import pyarrow as pa
 import pyarrow.parquet as pq
+from conftest_spark import TEST_SETTINGS
 
 from reconciler.apply import Outcome, apply_plan
 from reconciler.apply_metadata import apply_dataset, delete_dataset

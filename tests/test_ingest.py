@@ -63,20 +63,33 @@ def state(value: str) -> models.SourceState:
 
 
 OBS = root_events(
-    schema="[observed_at TIMESTAMP, station STRING, temp DOUBLE]", extra=VOCAB.strip("\n")
+    schema="[observed_at TIMESTAMP, station STRING, temp DOUBLE]", extra=VOCAB.strip()
 )
 
 
 def test_append_orders_by_event_time_and_ingests_one_file_per_iteration(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, OBS)
-    source(repo, "obs-1.csv", "observed_at,station,temp\n2020-01-01T10:00:00Z,b,2.5\n2020-01-01T09:00:00Z,a,1.5\n")
+    source(
+        repo,
+        "obs-1.csv",
+        "observed_at,station,temp\n2020-01-01T10:00:00Z,b,2.5\n2020-01-01T09:00:00Z,a,1.5\n",
+    )
     source(repo, "obs-2.csv", "observed_at,station,temp\n2020-01-02T09:30:00.123Z,a,\n")
 
     assert outcome(repo) == (Status.UPDATED, "", 3, 3)
 
     ds = dataset(repo)
     kinds = [type(e).__name__ for e in events(ds)]
-    assert kinds == ["Seed", "SetPollingSource", "SetInfo", "SetLicense", "SetVocab", "SetDataSchema", "AddData", "AddData"]
+    assert kinds == [
+        "Seed",
+        "SetPollingSource",
+        "SetInfo",
+        "SetLicense",
+        "SetVocab",
+        "SetDataSchema",
+        "AddData",
+        "AddData",
+    ]
     schema_event = next(e for e in events(ds) if isinstance(e, models.SetDataSchema))
     assert decode_arrow_schema(schema_event.schema_) == pa.schema(
         [
@@ -125,17 +138,25 @@ def test_append_orders_by_event_time_and_ingests_one_file_per_iteration(tmp_path
 LEDGER = root_events(
     schema="[observed_at TIMESTAMP, id STRING, amount BIGINT]",
     merge="{kind: Ledger, primaryKey: [id]}",
-    extra=VOCAB.strip("\n"),
+    extra=VOCAB.strip(),
 )
 
 
 def test_ledger_keeps_each_key_once_and_records_state_only_rounds(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, LEDGER)
-    source(repo, "tx-1.csv", "observed_at,id,amount\n2020-01-02T00:00:00Z,B,20\n2020-01-01T00:00:00Z,A,10\n")
-    assert outcome(repo) == (Status.UPDATED, "", 1, 2)
+    source(
+        repo,
+        "tx-1.csv",
+        "observed_at,id,amount\n2020-01-02T00:00:00Z,B,20\n2020-01-01T00:00:00Z,A,10\n",
+    )
+    assert outcome(repo) == (Status.UPDATED, "", 2, 2)  # SetDataSchema and AddData
 
     # Overlapping export: A again (with a changed amount, which a ledger ignores), C new.
-    source(repo, "tx-2.csv", "observed_at,id,amount\n2020-01-01T00:00:00Z,A,99\n2020-01-03T00:00:00Z,C,30\n")
+    source(
+        repo,
+        "tx-2.csv",
+        "observed_at,id,amount\n2020-01-01T00:00:00Z,A,99\n2020-01-03T00:00:00Z,C,30\n",
+    )
     assert outcome(repo, ts("2026-02-02T00:00:00Z")) == (Status.UPDATED, "", 1, 1)
 
     # Only known keys: no data, but the source state moves (§1.7 case 3).
@@ -175,7 +196,7 @@ def test_snapshot_emits_retractions_and_corrections_with_old_event_times(tmp_pat
     source(repo, "stock-2020-01-01.csv", "id,name,qty\nA,apple,1\nB,bean,2\nC,corn,3\nD,date,4\n")
     source(repo, "stock-2020-01-02.csv", "id,name,qty\nB,bean,20\nC,corn,3\nD,dates,4\nE,egg,5\n")
     source(repo, "stock-2020-01-03.csv", "id,name,qty\nC,corn,3\nD,dates,4\nE,egg,5\n")
-    assert outcome(repo) == (Status.UPDATED, "", 3, 4 + 6 + 1)
+    assert outcome(repo) == (Status.UPDATED, "", 1 + 3, 4 + 6 + 1)
 
     ds = dataset(repo)
     day1, day2, day3 = (rows(t, "system_time") for t in slices(ds))
@@ -197,4 +218,93 @@ def test_snapshot_emits_retractions_and_corrections_with_old_event_times(tmp_pat
     assert day3 == [(10, 1, "2020-01-02T00:00:00Z", "B", "bean", 20)]
     watermarks = [e.new_watermark for e in data_events(ds)]
     # The last slice holds only a retraction dated 2020-01-02, so the watermark stays.
-    assert watermarks == [ts("2020-01-01T00:00:00Z"), ts("2020-01-02T00:00:00Z"), ts("2020-01-02T00:00:00Z")]
+    assert watermarks == [
+        ts("2020-01-01T00:00:00Z"),
+        ts("2020-01-02T00:00:00Z"),
+        ts("2020-01-02T00:00:00Z"),
+    ]
+
+
+def _stored(ds: Dataset) -> set[str]:
+    layout = ds.layout
+    return {
+        f"{d.name}/{p.name}"
+        for d in (layout.blocks, layout.data, layout.checkpoints)
+        if d.is_dir()
+        for p in d.iterdir()
+    }
+
+
+def _failed_pull_leaves_nothing(repo: GitOpsRepo, expected_message: str) -> None:
+    """The run fails with ``expected_message`` and the chain is exactly as the metadata
+    apply left it: same head, no data or checkpoint files, no stray blocks."""
+    (result,) = reconcile(repo.root)
+    assert result.status is Status.FAILED
+    assert expected_message in result.message, result.message
+    ds = dataset(repo)
+    assert [type(e).__name__ for e in events(ds)][-1] != "AddData"
+    assert not any(isinstance(e, models.SetDataSchema) for e in events(ds))
+    stored = _stored(ds)
+    assert {s.split("/")[0] for s in stored} == {"blocks"}
+    assert len(stored) == len(events(ds))
+
+
+def test_a_malformed_csv_row_fails_the_pull_and_commits_nothing(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, OBS)
+    source(repo, "obs-1.csv", "observed_at,station,temp\n2020-01-01T10:00:00Z,b,2.5\n")
+    source(
+        repo,
+        "obs-2.csv",
+        "observed_at,station,temp\n2020-01-02T00:00:00Z,a,1.0\n2020-01-02T01:00:00Z,a,warm\n",
+    )
+    _failed_pull_leaves_nothing(repo, "obs-2.csv: line 3")
+
+
+def test_a_schema_change_between_files_fails_the_pull_and_commits_nothing(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path, root_events(schema="null").replace("schema: null", "inferSchema: false")
+    )
+    source(repo, "a-1.csv", "a,b\n1,x\n")
+    source(repo, "a-2.csv", "a,b,c\n2,y,z\n")
+    _failed_pull_leaves_nothing(
+        repo,
+        "IncompatibleSchemaError: the data does not match the dataset's schema (SetDataSchema): column 'c' is not in the dataset's schema",
+    )
+    # Once the file is fixed, a re-run ingests both files, exactly once.
+    source(repo, "a-2.csv", "a,b\n2,y\n")
+    assert outcome(repo) == (Status.UPDATED, "", 3, 2)
+    assert [rows(t, "system_time", "event_time") for t in slices(dataset(repo))] == [
+        [(0, 0, "1", "x")],
+        [(1, 0, "2", "y")],
+    ]
+
+
+def test_a_failing_pipe_reports_its_exit_code_and_stderr(tmp_path: Path) -> None:
+    events_yaml = OBS.replace(
+        "      read:",
+        "      prepare: [{kind: Pipe, command: [sh, -c, 'echo boom >&2; exit 3']}]\n      read:",
+        1,
+    )
+    repo = make_repo(tmp_path, events_yaml)
+    source(repo, "obs-1.csv", "observed_at,station,temp\n2020-01-01T10:00:00Z,b,2.5\n")
+    _failed_pull_leaves_nothing(repo, "exited with code 3")
+    (result,) = reconcile(repo.root)
+    assert "boom" in result.message
+
+
+def test_one_failing_dataset_does_not_stop_the_others(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, OBS)
+    other = "org.example.other"
+    repo.write(other, manifest(other, "Root", OBS.replace("sources/*.csv", "other/*.csv")))
+    (repo.root / "other").mkdir()
+    (repo.root / "other" / "o.csv").write_text(
+        "observed_at,station,temp\n2020-01-01T00:00:00Z,z,9.0\n"
+    )
+    source(repo, "obs-1.csv", "observed_at,station,temp\nnot a time,b,2.5\n")
+    results = {r.dataset: r for r in reconcile(repo.root)}
+    assert results[NAME].status is Status.FAILED
+    assert results[NAME].message.startswith("ReadError: ")
+    assert (results[other].status, results[other].rows) == (Status.UPDATED, 1)
+    assert [rows(t, "system_time") for t in slices(dataset(repo, other))] == [
+        [(0, 0, "2020-01-01T00:00:00Z", "z", 9.0)]
+    ]

@@ -76,7 +76,9 @@ def _merge_yaml(merge: dict[str, Any]) -> str:
 
 
 def _root(schema: list[str], merge: dict[str, Any], event: str) -> str:
-    vocab = f"\n    - kind: SetVocab\n      eventTimeColumn: {event}" if event != "event_time" else ""
+    vocab = (
+        f"\n    - kind: SetVocab\n      eventTimeColumn: {event}" if event != "event_time" else ""
+    )
     return f"""
     - kind: SetPollingSource
       fetch: {{kind: FilesGlob, path: "sources/*.csv"}}
@@ -111,9 +113,7 @@ def test_snapshot_case(case: dict[str, Any], tmp_path: Path, spark: SparkSession
     prev_rows = [[r[prev["columns"].index(c)] for c in columns] for r in prev["rows"]]
     values = {c: [r[i] for r in prev_rows + new["rows"]] for i, c in enumerate(columns)}
     years = _is_year(values[event])
-    schema = [
-        f"{c} {'DATE' if c == event and years else _ddl_type(values[c])}" for c in columns
-    ]
+    schema = [f"{c} {'DATE' if c == event and years else _ddl_type(values[c])}" for c in columns]
     repo = _repo(tmp_path, _root(schema, merge, event))
     (repo.root / "sources" / "1.csv").write_text(_csv(columns, prev_rows, event, years))
     _run(repo, ROUND_1)

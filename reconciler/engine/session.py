@@ -51,6 +51,8 @@ FIXED_CONF: Mapping[str, str] = {
 
 # Defaults a repository may override in its conf table.
 DEFAULT_CONF: Mapping[str, str] = {
+    # The console progress bar redraws on stderr and garbles the per-dataset report.
+    "spark.ui.showConsoleProgress": "false",
     # Reconciled slices are small; Spark's default of 200 mostly schedules empty tasks.
     "spark.sql.shuffle.partitions": "4",
     # Local runs bind to loopback only; a cluster master needs a reachable driver host,

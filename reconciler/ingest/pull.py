@@ -25,11 +25,10 @@ from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.repository import Dataset
 from ..odf.timestamps import Timestamp
-from ..plan.ddl import parse_columns
 from .fetch import Fetched, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocess
-from .readers import read_data
+from .readers import read_data, spark_schema
 from .writer import SliceRequest, commit, stage
 
 
@@ -66,15 +65,30 @@ class PullResult:
         return self.blocks == 0
 
 
+def _stored_files(dataset: Dataset) -> set[Path]:
+    layout = dataset.layout
+    return {
+        p
+        for d in (layout.blocks, layout.data, layout.checkpoints)
+        if d.is_dir()
+        for p in d.iterdir()
+    }
+
+
 @contextmanager
 def _all_or_nothing(dataset: Dataset) -> Iterator[None]:
+    """On failure, move the head back and remove the files this pull added, so that
+    nothing of it is left to be committed to git."""
     start = dataset.head()
+    before = _stored_files(dataset)
     try:
         yield
     except BaseException:
         current = dataset.head()
         if start is not None and current != start:
             dataset.reset_head(start, current)
+        for path in _stored_files(dataset) - before:
+            path.unlink(missing_ok=True)
         raise
 
 
@@ -134,20 +148,25 @@ def _ingest_file(
     steps = source.prepare if isinstance(source, models.SetPollingSource) else None
     path = prepare(steps, fetched.path, work)
     spark = context.spark()
-    frame = read_data(spark, source.read, path, work)
+    raw = read_data(spark, source.read, path, work)
     schema = source.read.schema_
-    if frame is not None:
-        transform = source.preprocess
-        frame = preprocess(spark, frame, transform, state.vocabulary(), bool(schema))
-    request = SliceRequest(
-        frame=frame,
-        merge=source.merge,
-        system_time=system_time,
-        source_state=fetched.source_state,
-        source_event_time=fetched.source_event_time,
-        required=frozenset(c.name for c in parse_columns(schema or []) if not c.nullable),
-    )
-    staged = stage(spark, dataset, state, request, work)
+    try:
+        frame = raw
+        if frame is not None:
+            transform = source.preprocess
+            frame = preprocess(spark, frame, transform, state.vocabulary(), bool(schema))
+        request = SliceRequest(
+            frame=frame,
+            merge=source.merge,
+            system_time=system_time,
+            source_state=fetched.source_state,
+            source_event_time=fetched.source_event_time,
+            required=frozenset(f.name for f in spark_schema(schema or []) if not f.nullable),
+        )
+        staged = stage(spark, dataset, state, request, work)
+    finally:
+        if raw is not None:
+            raw.unpersist()
     return commit(dataset, staged, system_time), staged.rows
 
 

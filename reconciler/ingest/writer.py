@@ -188,7 +188,10 @@ def _check_against_schema(
     expected = {f.name: normalize_type(f.type) for f in schema}
     for name in (vocab.offset_column, vocab.operation_type_column, vocab.system_time_column):
         expected.pop(name, None)
-    actual = {f.name: normalize_type(to_arrow_type(f.dataType)) for f in frame.schema.fields}
+    actual = {
+        f.name: normalize_type(to_arrow_type(f.dataType, timezone="UTC"))
+        for f in frame.schema.fields
+    }
     problems = [f"column {n!r} is missing" for n in expected if n not in actual]
     problems += [
         f"column {n!r} is not in the dataset's schema" for n in actual if n not in expected
