@@ -266,15 +266,26 @@ def test_policies_are_taken_from_the_base_branch(repo: GitOpsRepo) -> None:
     assert [v["policy"] for v in document["verdicts"]] == ["license-required"]
 
 
-def test_apply_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
+def test_apply_ingests_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    (repo.root / "sources").mkdir()
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n2,y\n")
     applied = reconcile(repo, "--system-time", "2026-01-01T00:00:00Z")
     assert applied.returncode == 0, applied.stderr
-    assert "org.example.a: 4 block(s) appended" in applied.stdout
+    assert applied.stdout.splitlines()[-2:] == [  # after the plan
+        "org.example.a: updated: 4 metadata block(s); 2 data block(s) with 2 row(s)",
+        "1 dataset(s): 1 updated",
+    ]
     code, document = plan_json(repo, "--detailed-exitcode")
     assert code == 0 and document["datasets"][0]["action"] == "unchanged"
     log = reconcile(repo, "log", "org.example.a", "-o", "json")
     assert {e["block"]["systemTime"] for e in json.loads(log.stdout)} == {"2026-01-01T00:00:00Z"}
+    again = reconcile(repo, "--system-time", "2026-01-02T00:00:00Z")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-2:] == [
+        "org.example.a: up-to-date",
+        "1 dataset(s): 1 up-to-date",
+    ]
 
 
 def test_prune_deletes_an_orphaned_chain_only_when_asked(repo: GitOpsRepo) -> None:
@@ -283,7 +294,8 @@ def test_prune_deletes_an_orphaned_chain_only_when_asked(repo: GitOpsRepo) -> No
     repo.remove("org.example.a")
     kept = reconcile(repo)
     assert kept.returncode == 0 and repo.odf.dataset("org.example.a").exists()
+    assert kept.stdout.splitlines()[-1] == "0 dataset(s): nothing to do"
     pruned = reconcile(repo, "--prune")
     assert pruned.returncode == 0, pruned.stderr
-    assert "org.example.a: chain deleted (--prune)" in pruned.stdout
+    assert "org.example.a: deleted" in pruned.stdout
     assert not (repo.root / "odf" / "org.example.a").exists()

@@ -1,0 +1,135 @@
+"""`reconcile` (apply) and `reconcile push` end to end: real CLI processes, real git.
+
+The first test is the README's promise: a fresh copy of this repository's example
+datasets is planned and ingested by one command, and a second run is up to date.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from gitops_repo import GitOpsRepo, manifest, rows, slices
+
+from reconciler.odf.integrity import check_integrity
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = (
+    "org.example.bank.transactions",
+    "org.example.warehouse.stock",
+    "org.example.weather.observations",
+)
+
+
+def run(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        input=stdin,
+        timeout=600,
+    )
+
+
+def test_the_examples_ingest_on_a_fresh_copy_and_then_are_up_to_date(tmp_path: Path) -> None:
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    shutil.rmtree(repo.root / "datasets")
+    for folder in ("datasets", "sources", "policies"):
+        shutil.copytree(REPO_ROOT / folder, repo.root / folder)
+    shutil.copy(REPO_ROOT / "pyproject.toml", repo.root)
+    repo.commit("examples")
+
+    first = run(repo.root, "--system-time", "2026-11-21T06:00:00Z")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.stdout.splitlines()[-4:] == [
+        "org.example.bank.transactions: updated: 5 metadata block(s); 4 data block(s) with 24 row(s)",
+        "org.example.warehouse.stock: updated: 4 metadata block(s); 4 data block(s) with 16 row(s)",
+        "org.example.weather.observations: updated: 5 metadata block(s); 4 data block(s) with 216 row(s)",
+        "3 dataset(s): 3 updated",
+    ]
+    for name in EXAMPLES:
+        assert check_integrity(repo.odf.dataset(name)) == [], name
+
+    stock = [
+        rows(t, "system_time") for t in slices(repo.odf.dataset("org.example.warehouse.stock"))
+    ]
+    assert stock[1:] == [
+        [
+            (5, 2, "2026-11-01T00:00:00Z", "P-1001", "Pallet wrap 500mm", 120, "18.90"),
+            (6, 3, "2026-11-02T00:00:00Z", "P-1001", "Pallet wrap 500mm", 96, "18.90"),
+            (7, 2, "2026-11-01T00:00:00Z", "P-1002", "Box 40x30x30", 800, "2.35"),
+            (8, 3, "2026-11-02T00:00:00Z", "P-1002", "Box 40x30x30", 650, "2.35"),
+            (9, 1, "2026-11-01T00:00:00Z", "P-1004", "Label roll 100x150", 55, "12.00"),
+            (10, 0, "2026-11-02T00:00:00Z", "P-1006", "Corner protector", 400, "0.45"),
+        ],
+        [
+            (11, 2, "2026-11-02T00:00:00Z", "P-1002", "Box 40x30x30", 650, "2.35"),
+            (12, 3, "2026-11-03T00:00:00Z", "P-1002", "Box 40x30x30", 640, "2.35"),
+            (13, 2, "2026-11-01T00:00:00Z", "P-1003", "Packing tape 66m", 340, "3.10"),
+            (14, 3, "2026-11-03T00:00:00Z", "P-1003", "Packing tape 66m", 340, "3.25"),
+            (15, 1, "2026-11-01T00:00:00Z", "P-1005", "Bubble wrap 1m", 18, "24.50"),
+        ],
+    ]
+
+    second = run(repo.root, "--system-time", "2026-11-21T07:00:00Z")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.stdout.splitlines()[-4:] == [
+        "org.example.bank.transactions: up-to-date",
+        "org.example.warehouse.stock: up-to-date",
+        "org.example.weather.observations: up-to-date",
+        "3 dataset(s): 3 up-to-date",
+    ]
+    plan = run(repo.root, "--plan", "--detailed-exitcode")
+    assert plan.returncode == 0, plan.stdout
+
+
+PUSH = """
+    - kind: AddPushSource
+      sourceName: api
+      read: {kind: NdJson, schema: ["event_time TIMESTAMP", "sensor STRING", "value DOUBLE"]}
+      merge: {kind: Append}
+    - kind: SetLicense
+      shortName: CC0-1.0
+      name: Creative Commons Zero v1.0 Universal
+      websiteUrl: https://creativecommons.org/publicdomain/zero/1.0/
+"""
+
+
+def test_push_ingests_standard_input_and_a_failed_push_changes_nothing(tmp_path: Path) -> None:
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    repo.write("org.example.pushed", manifest("org.example.pushed", "Root", PUSH))
+    assert run(repo.root, "--system-time", "2026-01-01T00:00:00Z").returncode == 0
+    records = '{"event_time": "2026-01-01T10:00:00Z", "sensor": "s1", "value": 1.5}\n'
+    pushed = run(
+        repo.root,
+        "--system-time",
+        "2026-01-02T00:00:00Z",
+        "push",
+        "org.example.pushed",
+        "-",
+        stdin=records + '{"event_time": "2026-01-01T09:00:00Z", "sensor": "s2", "value": 2.5}\n',
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout == "org.example.pushed: 2 block(s) with 2 row(s)\n"
+    ds = repo.odf.dataset("org.example.pushed")
+    head = ds.head()
+    bad = run(repo.root, "push", "org.example.pushed", "-", "--source", "api", stdin="{not json\n")
+    assert bad.returncode == 1
+    last = bad.stderr.splitlines()[-1]  # the JVM's start-up lines come first
+    assert last.startswith("error: org.example.pushed: ReadError: ")
+    assert last.endswith("/stdin: line 1: malformed record: {not json")
+    unknown = run(repo.root, "push", "org.example.pushed", "-", "--source", "nope", stdin=records)
+    assert (
+        unknown.stderr
+        == "error: org.example.pushed: IngestError: org.example.pushed has no push source 'nope'; it has: api\n"
+    )
+    assert ds.head() == head and check_integrity(ds) == []
+    (data,) = slices(ds)
+    assert rows(data) == [
+        (0, 0, "2026-01-02T00:00:00Z", "2026-01-01T09:00:00Z", "s2", 2.5),
+        (1, 0, "2026-01-02T00:00:00Z", "2026-01-01T10:00:00Z", "s1", 1.5),
+    ]
+    assert data.column_names == ["offset", "op", "system_time", "event_time", "sensor", "value"]
