@@ -8,7 +8,12 @@ physical and logical hashes).
 
 from __future__ import annotations
 
+import gzip
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
@@ -308,3 +313,161 @@ def test_one_failing_dataset_does_not_stop_the_others(tmp_path: Path) -> None:
     assert [rows(t, "system_time") for t in slices(dataset(repo, other))] == [
         [(0, 0, "2020-01-01T00:00:00Z", "z", 9.0)]
     ]
+
+
+class _Served:
+    """What the test HTTP server answers at /data.csv, changeable between runs."""
+
+    body = b""
+    etag: str | None = None
+    status = 200
+    requests: ClassVar[list[dict[str, str]]] = []
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        _Served.requests.append(dict(self.headers))
+        if _Served.status != 200:
+            self.send_error(_Served.status)
+            return
+        if _Served.etag is not None and self.headers.get("If-None-Match") == _Served.etag:
+            self.send_response(304)
+            self.end_headers()
+            return
+        self.send_response(200)
+        if _Served.etag is not None:
+            self.send_header("ETag", _Served.etag)
+        self.send_header("Content-Length", str(len(_Served.body)))
+        self.end_headers()
+        self.wfile.write(_Served.body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    _Served.requests.clear()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    thread.join()
+
+
+def test_url_source_uses_etags_and_reports_http_errors(tmp_path: Path, server: str) -> None:
+    events_yaml = OBS.replace(
+        'fetch: {kind: FilesGlob, path: "sources/*.csv"}',
+        f'fetch: {{kind: Url, url: "{server}/data.csv", headers: [{{name: Authorization, value: "Bearer ${{{{ env.TOKEN }}}}"}}]}}',
+    )
+    repo = make_repo(tmp_path, events_yaml)
+    _Served.body, _Served.etag, _Served.status = (
+        b"observed_at,station,temp\n2020-01-01T00:00:00Z,a,1.0\n",
+        '"v1"',
+        200,
+    )
+    env = {"TOKEN": "s3cret"}
+    (first,) = reconcile(repo.root, T1, env)
+    assert (first.status, first.data_blocks, first.rows) == (Status.UPDATED, 2, 1)
+    assert _Served.requests[-1]["Authorization"] == "Bearer s3cret"
+    assert data_events(dataset(repo))[-1].new_source_state == models.SourceState(
+        source_name="default", kind="odf/etag", value='"v1"'
+    )
+
+    (same,) = reconcile(repo.root, ts("2026-02-02T00:00:00Z"), env)  # answered 304
+    assert (same.status, same.data_blocks) == (Status.UP_TO_DATE, 0)
+    assert _Served.requests[-1]["If-None-Match"] == '"v1"'
+
+    _Served.body, _Served.etag = _Served.body + b"2020-01-02T00:00:00Z,b,2.0\n", '"v2"'
+    (changed,) = reconcile(repo.root, ts("2026-02-03T00:00:00Z"), env)
+    assert (changed.status, changed.data_blocks, changed.rows) == (Status.UPDATED, 1, 2)
+
+    head = dataset(repo).head()
+    for status, text in ((404, "SourceNotFoundError"), (500, "SourceUnreachableError")):
+        _Served.status = status
+        (failed,) = reconcile(repo.root, ts("2026-02-04T00:00:00Z"), env)
+        assert failed.status is Status.FAILED
+        assert failed.message.startswith(text), failed.message
+        assert "s3cret" not in failed.message
+        assert dataset(repo).head() == head
+
+
+def test_set_vocab_renames_every_system_column(tmp_path: Path) -> None:
+    vocab = """- kind: SetVocab
+      offsetColumn: seq
+      operationTypeColumn: change
+      systemTimeColumn: written_at
+      eventTimeColumn: observed_at"""
+    repo = make_repo(
+        tmp_path,
+        root_events(
+            schema="[observed_at TIMESTAMP, id STRING, offset BIGINT]",
+            merge="{kind: Snapshot, primaryKey: [id]}",
+            extra=vocab,
+        ),
+    )
+    source(repo, "1.csv", "observed_at,id,offset\n2020-01-01T00:00:00Z,a,7\n")
+    source(repo, "2.csv", "observed_at,id,offset\n")
+    assert outcome(repo) == (Status.UPDATED, "", 3, 2)
+    first, second = slices(dataset(repo))
+    assert first.column_names == ["seq", "change", "written_at", "observed_at", "id", "offset"]
+    assert rows(second) == [(1, 1, "2026-02-01T12:00:00Z", "2020-01-01T00:00:00Z", "a", 7)]
+
+
+def test_preprocess_queries_run_over_the_input_view_in_steps(tmp_path: Path) -> None:
+    preprocess = """
+      preprocess:
+        kind: Sql
+        engine: spark
+        queries:
+          - alias: celsius
+            query: SELECT observed_at, station, (temp_f - 32) * 5 / 9 AS temp FROM input
+          - query: SELECT observed_at, upper(station) AS station, round(temp, 1) AS temp FROM celsius WHERE temp > -40"""
+    events_yaml = root_events(
+        schema="[observed_at TIMESTAMP, station STRING, temp_f DOUBLE]", extra=VOCAB.strip()
+    ).replace(
+        "      merge: {kind: Append}", preprocess.strip("\n") + "\n      merge: {kind: Append}"
+    )
+    repo = make_repo(tmp_path, events_yaml)
+    source(
+        repo,
+        "1.csv",
+        "observed_at,station,temp_f\n2020-01-01T00:00:00Z,a,50\n2020-01-01T01:00:00Z,b,-60\n",
+    )
+    assert outcome(repo) == (Status.UPDATED, "", 2, 1)
+    assert [rows(t, "system_time") for t in slices(dataset(repo))] == [
+        [(0, 0, "2020-01-01T00:00:00Z", "A", 10.0)]
+    ]
+
+
+def test_default_preprocess_parses_event_time_and_renames_system_columns(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path, root_events(schema="null").replace("schema: null", "inferSchema: false")
+    )
+    source(
+        repo, "1.csv", "event_time,offset,v\n2020-01-01T10:00:00Z,5,x\n1999-12-31T23:59:59.5Z,6,y\n"
+    )
+    assert outcome(repo) == (Status.UPDATED, "", 2, 2)
+    (data,) = slices(dataset(repo))
+    assert data.column_names == ["offset", "op", "system_time", "event_time", "_offset", "v"]
+    assert rows(data, "system_time") == [
+        (0, 0, "1999-12-31T23:59:59.500000Z", "6", "y"),
+        (1, 0, "2020-01-01T10:00:00Z", "5", "x"),
+    ]
+
+
+def test_gzip_source_and_the_same_inputs_give_the_same_hashes(tmp_path: Path) -> None:
+    events_yaml = OBS.replace(
+        '"sources/*.csv"}', '"sources/*.csv.gz"}\n      prepare: [{kind: Decompress, format: Gzip}]'
+    )
+    hashes = []
+    for attempt in ("a", "b"):
+        repo = make_repo(tmp_path / attempt, events_yaml)
+        text = b"observed_at,station,temp\n2020-01-01T00:00:00Z,a,1.0\n2020-01-01T00:00:00Z,b,2.0\n"
+        (repo.root / "sources" / "1.csv.gz").write_bytes(gzip.compress(text, mtime=0))
+        assert outcome(repo) == (Status.UPDATED, "", 2, 2)
+        (added,) = data_events(dataset(repo))
+        assert added.new_data is not None
+        hashes.append((added.new_data.logical_hash, added.new_data.physical_hash))
+    assert hashes[0] == hashes[1]
