@@ -1,0 +1,140 @@
+"""Benchmark ingest: the reconciler's full pipeline against plain Spark, per merge strategy.
+
+Why: ingest is what a scheduled reconcile spends its time on. Two questions matter:
+1. What does ODF ingest (merge, offsets, system columns, one Parquet slice, physical and
+   logical hashes, checkpoint, blocks) cost on top of the cheapest possible Spark job
+   over the same file, ``spark.read.csv(...).write.parquet(...)`` in the same session?
+2. Does a run cost what its new data costs, or what the history costs? The 1st and the
+   Nth ingest of the same amount of new data are timed per strategy; kamu re-reads every
+   past slice for Ledger and Snapshot, the checkpoints here should keep the ratio near 1.
+   For Snapshot each round is a full snapshot of the same keys with some values changed,
+   so the state stays the same size while the history grows.
+
+Usage: python benchmarks/bench_ingest.py [--rows 1000000] [--batch 20000] [--rounds 50]
+Prints figures only; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from reconciler.engine.session import SparkSettings, get_spark
+from reconciler.ingest.pull import IngestContext, pull_polling
+from reconciler.odf import DatasetId, Timestamp, models
+from reconciler.odf.repository import OdfRepository
+
+SCHEMA = ["event_time TIMESTAMP", "id BIGINT", "city STRING", "value DOUBLE"]
+CITIES = np.array(["Vancouver", "Seattle", "Portland", "Kelowna", "Kyiv", "Bergen"])
+MERGES: dict[str, models.MergeStrategy] = {
+    "Append": models.MergeStrategyAppend(),
+    "Ledger": models.MergeStrategyLedger(primary_key=["id"]),
+    "Snapshot": models.MergeStrategySnapshot(primary_key=["id"]),
+}
+
+
+def write_csv(path: Path, ids: np.ndarray, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = len(ids)
+    start = np.datetime64("2024-01-01T00:00:00", "s")
+    times = (start + rng.integers(0, 3600 * 24 * 365, n).astype("timedelta64[s]")).astype(str)
+    cities = CITIES[rng.integers(0, len(CITIES), n)]
+    values = np.round(rng.random(n) * 1000, 2)
+    with open(path, "w") as f:
+        f.write("event_time,id,city,value\n")
+        for row in zip(times, ids, cities, values, strict=True):
+            f.write(f"{row[0]}Z,{row[1]},{row[2]},{row[3]}\n")
+
+
+def new_dataset(root: Path, name: str, glob: str, merge: models.MergeStrategy) -> None:
+    dataset = OdfRepository(root / "odf").dataset(name)
+    when = Timestamp.parse("2026-01-01T00:00:00Z")
+    dataset_id, _ = DatasetId.generate()
+    dataset.append_event(
+        models.Seed(dataset_id=dataset_id, dataset_kind=models.DatasetKind.ROOT), when
+    )
+    source = models.SetPollingSource(
+        fetch=models.FetchStepFilesGlob(path=glob),
+        read=models.ReadStepCsv(schema=SCHEMA, header=True),
+        merge=merge,
+    )
+    dataset.append_event(source, when)
+
+
+def timed_pull(root: Path, name: str, context: IngestContext) -> tuple[float, int]:
+    dataset = OdfRepository(root / "odf").dataset(name)
+    start = time.perf_counter()
+    result = pull_polling(dataset, context)
+    return time.perf_counter() - start, result.rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=50)
+    args = parser.parse_args()
+    spark = get_spark(SparkSettings.load(Path(__file__).resolve().parents[1]))
+    context = IngestContext(spark=lambda: spark, base_dir=Path("/"), env={})
+    work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    try:
+        big = work / "big" / "data.csv"
+        big.parent.mkdir()
+        write_csv(big, np.arange(args.rows), seed=1)
+        size = big.stat().st_size / 1e6
+        print(f"{args.rows:,} rows, {size:.1f} MB of CSV; master {spark.sparkContext.master}")
+
+        # The better of two runs: the first also warms up the JVM's code paths.
+        runs = []
+        for attempt in range(2):
+            start = time.perf_counter()
+            out = work / f"baseline-{attempt}.parquet"
+            frame = spark.read.schema(", ".join(SCHEMA)).csv(str(big), header=True)
+            frame.write.parquet(str(out))
+            runs.append(time.perf_counter() - start)
+        baseline = min(runs)
+        rate = args.rows / baseline
+        print(f"baseline spark.read.csv().write.parquet(): {baseline:.2f} s ({rate:,.0f} rows/s)")
+        for label, merge in MERGES.items():
+            root = work / f"full-{label}"
+            root.mkdir()
+            new_dataset(root, label, str(big), merge)
+            seconds, rows = timed_pull(root, label, context)
+            print(
+                f"{label:8s} ingest: {seconds:.2f} s ({rows / seconds:,.0f} rows/s), "
+                f"{seconds / baseline:.1f}x the baseline"
+            )
+
+        print(f"\n1st vs {args.rounds}th ingest of {args.batch:,} new rows")
+        for label, merge in MERGES.items():
+            root = work / f"rounds-{label}"
+            (root / "in").mkdir(parents=True)
+            new_dataset(root, label, str(root / "in" / "*.csv"), merge)
+            times = []
+            for i in range(args.rounds):
+                if label == "Snapshot":
+                    ids = np.arange(args.batch)  # same keys, new values: state stays the same size
+                else:
+                    ids = np.arange(i * args.batch, (i + 1) * args.batch)
+                write_csv(root / "in" / f"batch-{i:04d}.csv", ids, seed=100 + i)
+                times.append(timed_pull(root, label, context)[0])
+            first, second, last = times[0], times[1], times[-1]
+            n = args.rounds
+            print(
+                f"{label:8s} 1st {first:.2f} s, 2nd {second:.2f} s, {n}th {last:.2f} s:"
+                f" {n}th/1st = {last / first:.2f}, {n}th/2nd = {last / second:.2f}"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
