@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .apply_metadata import apply_dataset, delete_dataset
-from .ingest.pull import IngestContext, pull_polling
+from .ingest.pull import IngestContext, PullResult, pull_polling
 from .odf import Timestamp
+from .odf.multiformat import DatasetId
 from .odf.repository import OdfRepository
 from .plan.model import Action, Plan
+from .transform.run import run_derivative
 
 
 class Status(enum.StrEnum):
@@ -80,19 +82,26 @@ def apply_plan(
         if metadata.error:
             done(Outcome(ds.name, Status.FAILED, metadata.blocks, message=metadata.error))
             continue
-        done(_pull(repo, ds.name, ds.kind, metadata.blocks, context))
+        names = {DatasetId.parse(i): n for n, i in ids.items()}  # inputs exist by now
+        done(_pull(repo, ds.name, ds.kind, metadata.blocks, context, names))
     return outcomes
 
 
 def _pull(
-    repo: OdfRepository, name: str, kind: str, metadata_blocks: int, context: IngestContext
+    repo: OdfRepository,
+    name: str,
+    kind: str,
+    metadata_blocks: int,
+    context: IngestContext,
+    names: dict[DatasetId, str],
 ) -> Outcome:
     dataset = repo.dataset(name)
-    if kind != "Root":
-        status = Status.UPDATED if metadata_blocks else Status.UP_TO_DATE
-        return Outcome(name, status, metadata_blocks, message="transforms are not run yet")
+    result: PullResult
     try:
-        result = pull_polling(dataset, context)
+        if kind == "Root":
+            result = pull_polling(dataset, context)
+        else:
+            result = run_derivative(dataset, repo, names, context)
     except Exception as e:  # one dataset's failure, whatever it is, must not stop the others
         return Outcome(name, Status.FAILED, metadata_blocks, message=describe(e))
     changed = metadata_blocks or result.blocks

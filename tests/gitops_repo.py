@@ -20,7 +20,7 @@ from reconciler.config import RepoConfig
 from reconciler.engine.session import get_spark
 from reconciler.ingest.pull import IngestContext
 from reconciler.odf import Timestamp
-from reconciler.odf.models import AddData
+from reconciler.odf.models import AddData, ExecuteTransform
 from reconciler.odf.repository import Dataset, OdfRepository
 from reconciler.plan.builder import PlanOptions, QueryValidator, build_plan, read_actual
 from reconciler.plan.desired import load_desired
@@ -164,7 +164,7 @@ def slices(dataset: Dataset) -> list[pa.Table]:
     return [
         pq.read_table(dataset.layout.data_file(e.new_data.physical_hash))
         for e in events(dataset)
-        if isinstance(e, AddData) and e.new_data is not None
+        if isinstance(e, AddData | ExecuteTransform) and e.new_data is not None
     ]
 
 

@@ -14,8 +14,7 @@ next run redoes the work once (source states are only committed with their data)
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +24,11 @@ from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.repository import Dataset
 from ..odf.timestamps import Timestamp
-from .fetch import Fetched, UpToDate, fetch
+from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocess
 from .readers import read_data, spark_schema
-from .writer import SliceRequest, commit, stage
+from .writer import SliceRequest, all_or_nothing, commit, stage
 
 
 class IngestError(RuntimeError):
@@ -65,37 +64,10 @@ class PullResult:
         return self.blocks == 0
 
 
-def _stored_files(dataset: Dataset) -> set[Path]:
-    layout = dataset.layout
-    return {
-        p
-        for d in (layout.blocks, layout.data, layout.checkpoints)
-        if d.is_dir()
-        for p in d.iterdir()
-    }
-
-
-@contextmanager
-def _all_or_nothing(dataset: Dataset) -> Iterator[None]:
-    """On failure, move the head back and remove the files this pull added, so that
-    nothing of it is left to be committed to git."""
-    start = dataset.head()
-    before = _stored_files(dataset)
-    try:
-        yield
-    except BaseException:
-        current = dataset.head()
-        if start is not None and current != start:
-            dataset.reset_head(start, current)
-        for path in _stored_files(dataset) - before:
-            path.unlink(missing_ok=True)
-        raise
-
-
 def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
     """Ingest from the dataset's polling source until the source has nothing new."""
     blocks = rows = 0
-    with _all_or_nothing(dataset):
+    with all_or_nothing(dataset):
         while True:
             state = dataset.state()
             source = state.polling_source
@@ -106,14 +78,19 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
             system_time = context.now()
             with tempfile.TemporaryDirectory(prefix="odf-ingest-") as tmp:
                 work = Path(tmp)
-                fetched = fetch(
-                    source.fetch,
-                    prev_state=state.last_source_state,
-                    system_time=system_time,
-                    workdir=work,
-                    base_dir=context.base_dir,
-                    env=context.env,
-                )
+                try:
+                    fetched = fetch(
+                        source.fetch,
+                        prev_state=state.last_source_state,
+                        system_time=system_time,
+                        workdir=work,
+                        base_dir=context.base_dir,
+                        env=context.env,
+                    )
+                except SourceNotFoundError as e:
+                    if not _awaiting_first_file(state, source):
+                        raise
+                    return PullResult(blocks, rows, str(e))
                 if isinstance(fetched, UpToDate):
                     break
                 added, count = _ingest_file(
@@ -123,6 +100,13 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
             if not fetched.has_more:
                 break
     return PullResult(blocks, rows)
+
+
+def _awaiting_first_file(state: ChainState, source: models.SetPollingSource) -> bool:
+    """A FilesGlob that has never matched is waiting for its first file, not broken: kamu
+    fails it, but in a repository a dataset is often declared before its data lands,
+    and a scheduled run should not fail every hour until then."""
+    return isinstance(source.fetch, models.FetchStepFilesGlob) and state.last_source_state is None
 
 
 def _uncacheable(state: ChainState, source: models.SetPollingSource) -> bool:
@@ -193,7 +177,7 @@ def push_file(
         )
     system_time = context.now()
     fetched = Fetched(path=path, source_state=None, source_event_time=None, origin=str(path))
-    with _all_or_nothing(dataset), tempfile.TemporaryDirectory(prefix="odf-push-") as tmp:
+    with all_or_nothing(dataset), tempfile.TemporaryDirectory(prefix="odf-push-") as tmp:
         blocks, rows = _ingest_file(
             dataset, state, context, source, fetched, system_time, Path(tmp)
         )

@@ -13,6 +13,8 @@ difference spelled out and nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,13 +69,14 @@ class Staged:
 
     head: Multihash | None
     schema_event: models.SetDataSchema | None = None
-    add_data: models.AddData | None = None
-    files: list[tuple[WrittenFile, str]] = field(default_factory=list)
-    rows: int = 0
+    data_event: models.AddData | models.ExecuteTransform | None = None
+    files: list[tuple[Path, str]] = field(default_factory=list)
+    """Files to move under their hashes: (path, "data" or CHECKPOINT_KIND)."""
+    slice: WrittenFile | None = None
 
     @property
-    def empty(self) -> bool:
-        return self.schema_event is None and self.add_data is None
+    def rows(self) -> int:
+        return self.slice.rows if self.slice is not None else 0
 
 
 def stage(
@@ -103,16 +106,15 @@ def stage(
             schema = slice_table.schema
             staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(schema))
         if slice_table.num_rows:
-            written = write_slice(slice_table, workdir / "slice.parquet", vocab)
-            staged.files.append((written, "data"))
-            staged.rows = written.rows
+            staged.slice = write_slice(slice_table, workdir / "slice.parquet", vocab)
+            staged.files.append((staged.slice.path, "data"))
             watermark = _later(watermark, max_event_time(slice_table[vocab.event_time_column]))
             if written_checkpoint is not None:
-                staged.files.append((written_checkpoint, CHECKPOINT_KIND))
+                staged.files.append((written_checkpoint.path, CHECKPOINT_KIND))
                 checkpoint = models.Checkpoint(
                     physical_hash=written_checkpoint.physical_hash, size=written_checkpoint.size
                 )
-    staged.add_data = _add_data(state, staged, checkpoint, watermark, request.source_state)
+    staged.data_event = _add_data(state, staged, checkpoint, watermark, request.source_state)
     return staged
 
 
@@ -130,6 +132,18 @@ def _carried_checkpoint(dataset: Dataset, state: ChainState) -> models.Checkpoin
     return models.Checkpoint(physical_hash=state.checkpoint, size=path.stat().st_size)
 
 
+def data_slice(written: WrittenFile | None, start: int) -> models.DataSlice | None:
+    """The DataSlice of a written slice whose first offset is ``start``."""
+    if written is None or written.rows == 0:
+        return None
+    return models.DataSlice(
+        logical_hash=written.logical_hash,
+        physical_hash=written.physical_hash,
+        offset_interval=models.OffsetInterval(start=start, end=start + written.rows - 1),
+        size=written.size,
+    )
+
+
 def _add_data(
     state: ChainState,
     staged: Staged,
@@ -138,16 +152,7 @@ def _add_data(
     source_state: models.SourceState | None,
 ) -> models.AddData | None:
     """The AddData block, or None when it would advance nothing (§1.7 "up to date")."""
-    new_data = None
-    if staged.rows:
-        written = next(w for w, kind in staged.files if kind == "data")
-        start = state.next_offset
-        new_data = models.DataSlice(
-            logical_hash=written.logical_hash,
-            physical_hash=written.physical_hash,
-            offset_interval=models.OffsetInterval(start=start, end=start + written.rows - 1),
-            size=written.size,
-        )
+    new_data = data_slice(staged.slice, state.next_offset)
     moved_checkpoint = (checkpoint.physical_hash if checkpoint else None) != state.checkpoint
     changed_state = source_state is not None and source_state != state.last_source_state
     if not (new_data or moved_checkpoint or changed_state or watermark != state.watermark):
@@ -330,11 +335,38 @@ def commit(dataset: Dataset, staged: Staged, system_time: Timestamp) -> int:
     with each append by compare-and-swap from the head the iteration started from, so a
     concurrent writer makes this fail rather than interleave.
     """
-    for written, kind in staged.files:
-        dataset.add_file(written.path, kind)
+    for path, kind in staged.files:
+        dataset.add_file(path, kind)
     head, count = staged.head, 0
-    for event in (staged.schema_event, staged.add_data):
+    for event in (staged.schema_event, staged.data_event):
         if event is not None:
             head = dataset.append_event(event, system_time, expected_head=head)
             count += 1
     return count
+
+
+def _stored_files(dataset: Dataset) -> set[Path]:
+    layout = dataset.layout
+    return {
+        p
+        for d in (layout.blocks, layout.data, layout.checkpoints)
+        if d.is_dir()
+        for p in d.iterdir()
+    }
+
+
+@contextmanager
+def all_or_nothing(dataset: Dataset) -> Iterator[None]:
+    """On failure, move the head back and remove the files this pull added, so that
+    nothing of it is left to be committed to git."""
+    start = dataset.head()
+    before = _stored_files(dataset)
+    try:
+        yield
+    except BaseException:
+        current = dataset.head()
+        if start is not None and current != start:
+            dataset.reset_head(start, current)
+        for path in _stored_files(dataset) - before:
+            path.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,1 @@
+"""Derivative datasets: SQL transforms of other datasets, run on Spark."""

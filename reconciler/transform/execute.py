@@ -1,0 +1,228 @@
+"""Run a derivative's SQL over its inputs' new slices and stage the result (§2).
+
+Each input is a view under its alias holding only its unconsumed rows, in offset order.
+The query's output keeps its own row order: offsets follow it, ``op`` passes through when
+the query selects it (so retractions and corrections flow through a map or a filter) and
+is 0 otherwise, and ``system_time`` is the run's. Columns are ``offset, op, system_time``
+and then the query's, as the Spark engine writes them.
+
+The output watermark is the smallest of the inputs' watermarks; each input's is the
+latest watermark among its consumed blocks, or the one remembered in the previous
+checkpoint. Like kamu's Spark engine, a transform checkpoint holds only those per-input
+watermarks (aggregations see only the current slice), as a small JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import IntegerType, IntegralType
+
+from ..engine.query_check import QueryError, apply_transform
+from ..ingest.checkpoints import CHECKPOINT_KIND
+from ..ingest.frames import column, is_time, normalize_timestamps
+from ..ingest.writer import IncompatibleSchemaError, Staged, data_slice
+from ..odf import models
+from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
+from ..odf.chain import ChainState
+from ..odf.hashing import physical_hash
+from ..odf.repository import Dataset
+from ..odf.slices import MILLIS, OFFSET_TYPE, OP_TYPE, normalize_type, write_slice
+from ..odf.timestamps import Timestamp
+from .inputs import InputSlice
+
+
+class TransformError(ValueError):
+    """The query failed or its output cannot be a slice of this dataset."""
+
+
+def has_work(dataset: Dataset, state: ChainState, inputs: list[InputSlice]) -> bool:
+    """Whether any input has new data or a later watermark to pass on (§2.1 skip rules).
+
+    kamu also runs when an input merely repeats its watermark (every data block carries
+    one), which appends an ExecuteTransform that changes nothing downstream; here a
+    watermark counts only if it is later than the one this dataset last saw.
+    """
+    if any(i.schema is None for i in inputs):
+        return False  # an input that never had data: nothing to read, not even a schema
+    seen = _previous_watermarks(dataset, state)
+    for i in inputs:
+        last = seen.get(str(i.dataset_id))
+        if i.data_files or (i.watermarks and (last is None or max(i.watermarks) > last)):
+            return True
+    return False
+
+
+def stage_transform(
+    spark: SparkSession,
+    dataset: Dataset,
+    state: ChainState,
+    inputs: list[InputSlice],
+    system_time: Timestamp,
+    workdir: Path,
+) -> Staged:
+    """Run the query over ``inputs`` and write the slice and checkpoint; append nothing."""
+    assert state.transform is not None
+    vocab = state.vocabulary()
+    frames = {i.alias: _input_frame(spark, i) for i in inputs}
+    try:
+        output = apply_transform(spark, frames, state.transform.transform)
+    except QueryError as e:
+        where = f" (line {e.line})" if e.line else ""
+        raise TransformError(f"query failed{where}: {e.message}") from None
+    output = _checked_output(output, vocab)
+    table = output.toArrow()
+    staged = Staged(head=state.head)
+    schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
+    slice_table = _with_system_columns(table, output, state, vocab, system_time, schema)
+    if schema is None:
+        staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_table.schema))
+    if slice_table.num_rows:
+        staged.slice = write_slice(slice_table, workdir / "slice.parquet", vocab)
+        staged.files.append((staged.slice.path, "data"))
+    watermarks = _input_watermarks(dataset, state, inputs)
+    checkpoint = _write_checkpoint(watermarks, workdir / "checkpoint.json")
+    staged.files.append((checkpoint[0], CHECKPOINT_KIND))
+    staged.data_event = models.ExecuteTransform(
+        query_inputs=[i.query_input() for i in inputs],
+        prev_checkpoint=state.checkpoint,
+        prev_offset=state.last_offset,
+        new_data=data_slice(staged.slice, state.next_offset),
+        new_checkpoint=checkpoint[1],
+        new_watermark=_output_watermark(state, watermarks),
+    )
+    return staged
+
+
+def _input_frame(spark: SparkSession, source: InputSlice) -> DataFrame:
+    """The input's unconsumed rows in offset order, typed by its SetDataSchema."""
+    assert source.schema is not None
+    schema = from_arrow_schema(decode_arrow_schema(source.schema))
+    interval = source.interval
+    if not source.data_files or interval is None:
+        return spark.createDataFrame([], schema)
+    offset = column(source.dataset.state().vocabulary().offset_column)
+    frame = spark.read.schema(schema).parquet(*[str(p) for p in source.data_files])
+    return frame.where(offset.between(*interval)).orderBy(offset)
+
+
+def _checked_output(output: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:
+    types = {f.name: f.dataType for f in output.schema.fields}
+    for name in (vocab.offset_column, vocab.system_time_column):
+        if name in types:
+            raise TransformError(
+                f"the query's output has a column {name!r}, a system column's name"
+            )
+    event = vocab.event_time_column
+    if event not in types:
+        raise TransformError(f"the query's output has no event time column {event!r}")
+    if not is_time(types[event]):
+        raise TransformError(
+            f"event time column {event!r} should be a DATE or a TIMESTAMP, not "
+            + types[event].simpleString()
+        )
+    op = vocab.operation_type_column
+    if op in types and not isinstance(types[op], IntegralType):
+        raise TransformError(f"column {op!r} must be an integer, not {types[op].simpleString()}")
+    output = normalize_timestamps(output)
+    if op in types:
+        return output.withColumn(op, column(op).cast(IntegerType()))
+    return output.withColumn(op, F.lit(0).cast(IntegerType()))
+
+
+def _with_system_columns(
+    table: pa.Table,
+    output: DataFrame,
+    state: ChainState,
+    vocab: models.DatasetVocabulary,
+    system_time: Timestamp,
+    schema: pa.Schema | None,
+) -> pa.Table:
+    count = table.num_rows
+    start = state.next_offset
+    op, system = vocab.operation_type_column, vocab.system_time_column
+    data = [n for n in table.column_names if n != op]
+    names = [vocab.offset_column, op, system, *data]
+    arrays = [
+        pa.array(np.arange(start, start + count, dtype=np.int64), OFFSET_TYPE),
+        table[op],
+        pa.array(np.full(count, system_time.epoch_millis, dtype=np.int64)).cast(MILLIS),
+        *[table[n] for n in data],
+    ]
+    if schema is None:
+        nullable = {f.name: f.nullable for f in output.schema.fields}
+        schema = pa.schema(
+            [
+                pa.field(names[0], OFFSET_TYPE, nullable=False),
+                pa.field(op, OP_TYPE, nullable=False),
+                pa.field(system, MILLIS, nullable=False),
+                *[
+                    pa.field(n, normalize_type(table.schema.field(n).type), nullable[n])
+                    for n in data
+                ],
+            ]
+        )
+    else:
+        actual = [(n, normalize_type(a.type)) for n, a in zip(names[3:], arrays[3:], strict=True)]
+        expected = [(f.name, normalize_type(f.type)) for f in list(schema)[3:]]
+        if schema.names != names or actual != expected:
+            got = ", ".join(f"{n} {t}" for n, t in actual)
+            want = ", ".join(f"{n} {t}" for n, t in expected)
+            raise IncompatibleSchemaError(
+                "the query's output does not match the dataset's schema (SetDataSchema): "
+                f"it has ({got}), the dataset has ({want})"
+            )
+    for array, target in zip(arrays, schema, strict=True):
+        if not target.nullable and array.null_count:
+            raise IncompatibleSchemaError(
+                f"column {target.name!r} is NOT NULL but {array.null_count} row(s) have no value"
+            )
+    return pa.Table.from_arrays(
+        [a.cast(f.type) for a, f in zip(arrays, schema, strict=True)], schema=schema
+    )
+
+
+def _previous_watermarks(dataset: Dataset, state: ChainState) -> dict[str, Timestamp]:
+    if state.checkpoint is None:
+        return {}
+    path = dataset.layout.checkpoint_file(state.checkpoint)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return {k: Timestamp.parse(v) for k, v in document.get("inputWatermarks", {}).items()}
+
+
+def _input_watermarks(
+    dataset: Dataset, state: ChainState, inputs: list[InputSlice]
+) -> dict[str, Timestamp | None]:
+    before = _previous_watermarks(dataset, state)
+    return {
+        str(i.dataset_id): max(i.watermarks) if i.watermarks else before.get(str(i.dataset_id))
+        for i in inputs
+    }
+
+
+def _output_watermark(
+    state: ChainState, watermarks: dict[str, Timestamp | None]
+) -> Timestamp | None:
+    """The slowest input's watermark; unknown while any input has none, never going back."""
+    values = list(watermarks.values())
+    low = None if any(v is None for v in values) else min(v for v in values if v is not None)
+    if state.watermark is not None and (low is None or low < state.watermark):
+        return state.watermark
+    return low
+
+
+def _write_checkpoint(
+    watermarks: dict[str, Timestamp | None], path: Path
+) -> tuple[Path, models.Checkpoint]:
+    document = {
+        "kind": "transform-watermarks",
+        "inputWatermarks": {k: v.isoformat() for k, v in sorted(watermarks.items()) if v},
+    }
+    path.write_bytes(json.dumps(document, sort_keys=True, separators=(",", ":")).encode())
+    return path, models.Checkpoint(physical_hash=physical_hash(path), size=path.stat().st_size)
