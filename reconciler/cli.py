@@ -243,5 +243,28 @@ def log(
         sys.stdout.write("\n")
 
 
+class LineageOutput(enum.StrEnum):
+    TEXT = "text"
+    MERMAID = "mermaid"
+    DOT = "dot"
+
+
+@app.command()
+def lineage(
+    ctx: typer.Context,
+    output_format: Annotated[
+        LineageOutput, typer.Option("--format", help="text (a tree), mermaid or dot.")
+    ] = LineageOutput.TEXT,
+) -> None:
+    """Show which datasets each dataset reads, from the manifests and the chains."""
+    from .lineage import lineage_graph, render_lineage
+
+    session: Session = ctx.obj
+    graph = lineage_graph(session.config)
+    for problem in graph.problems:
+        typer.echo(f"warning: {problem.message}", err=True)
+    sys.stdout.write(render_lineage(graph, output_format.value))
+
+
 def main() -> None:
     app()
