@@ -334,6 +334,7 @@ def test_settings_default_without_pyproject(tmp_path: Path) -> None:
     settings = SparkSettings.load(tmp_path, environ={})
     assert settings == SparkSettings(master="local[*]", app_name="odf-reconciler", conf=())
     assert settings.spark_conf() == {
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",

@@ -13,18 +13,25 @@ the name given to ``createOrReplaceTempView`` as an identifier and rejects an un
 dotted name (TEMP_VIEW_NAME_TOO_MANY_NAME_PARTS), so views are registered under the
 backtick-quoted alias, and queries must quote such names as well:
 ``SELECT * FROM `com.acme.orders```, exactly as with kamu's engine.
+
+Queries come from unreviewed pull requests, so each step is sandboxed (``sandbox``):
+a statement that is not a query is refused from its parse alone, and a query whose
+analysed plan reads anything but the inputs and earlier steps, or calls into the JVM,
+is refused before any of it runs. Both are reported as the step's error.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.errors.exceptions.captured import capture_sql_exception
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
+from reconciler.engine.sandbox import SandboxError, check_parsed, check_plan
 from reconciler.odf.models import TransformSql
 from reconciler.plan.model import Column, QueryCheck
 
@@ -81,7 +88,7 @@ def apply_transform(
             _register(frame, alias, views)
         output: DataFrame | None = None
         for step in transform.normalized().queries or []:
-            output = _analyse_step(spark, step.alias or OUTPUT_STEP, step.query)
+            output = _analyse_step(spark, step.alias or OUTPUT_STEP, step.query, views)
             if step.alias is not None:
                 _register(output, step.alias, views)
     finally:
@@ -123,19 +130,26 @@ def _register(frame: DataFrame, alias: str, views: list[str]) -> None:
     views.append(alias)
 
 
-def _analyse_step(spark: SparkSession, label: str, query: str) -> DataFrame:
-    """Parse and analyse one step: ``spark.sql`` analyses a query eagerly (that is where
-    unknown columns and tables are found) but runs no job until an action."""
+def _analyse_step(spark: SparkSession, label: str, query: str, views: Sequence[str]) -> DataFrame:
+    """Parse, sandbox and analyse one step, which may read only ``views``.
+
+    ``spark.sql`` analyses a query eagerly (that is where unknown columns and tables are
+    found) but runs no job until an action; the sandbox checks the parsed plan before
+    analysis and the analysed plan after it, so a refused step never runs.
+    """
     query = _TRAILING_SEMICOLONS.sub("", query)  # accepted by spark.sql, not by the query rule
     try:
-        _require_query(spark, label, query)
+        check_parsed(_require_query(spark, label, query), spark.sparkContext._jvm)
         frame = spark.sql(query)
+        check_plan(frame, views)
     except (AnalysisException, ParseException) as e:
         raise QueryError(f"step `{label}`: {_engine_message(e)}", _engine_line(e, query)) from None
+    except SandboxError as e:
+        raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line) from None
     return frame
 
 
-def _require_query(spark: SparkSession, label: str, query: str) -> None:
+def _require_query(spark: SparkSession, label: str, query: str) -> Any:
     """Refuse anything but a query before ``spark.sql`` sees it.
 
     ``spark.sql`` *runs* commands (CREATE TABLE, INSERT, SET, ADD JAR…) as soon as it is
@@ -144,10 +158,11 @@ def _require_query(spark: SparkSession, label: str, query: str) -> None:
     some other statement, the step is a command. A plain syntax error is raised by
     ``parsePlan`` exactly as ``spark.sql`` would raise it. The parser is reached through
     the classic (non-Connect) session's JVM side, as pyspark exposes no query-only parse.
+    Returns the parsed (JVM) plan.
     """
     parser = spark._jsparkSession.sessionState().sqlParser()
     try:
-        capture_sql_exception(parser.parseQuery)(query)
+        return capture_sql_exception(parser.parseQuery)(query)
     except ParseException:
         capture_sql_exception(parser.parsePlan)(query)
         raise QueryError(
