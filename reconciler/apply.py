@@ -82,8 +82,7 @@ def apply_plan(
         if metadata.error:
             done(Outcome(ds.name, Status.FAILED, metadata.blocks, message=metadata.error))
             continue
-        names = {DatasetId.parse(i): n for n, i in ids.items()}  # inputs exist by now
-        done(_pull(repo, ds.name, ds.kind, metadata.blocks, context, names))
+        done(_pull(repo, ds.name, ds.kind, metadata.blocks, context, ids))
     return outcomes
 
 
@@ -93,7 +92,7 @@ def _pull(
     kind: str,
     metadata_blocks: int,
     context: IngestContext,
-    names: dict[DatasetId, str],
+    ids: dict[str, str],
 ) -> Outcome:
     dataset = repo.dataset(name)
     result: PullResult
@@ -101,6 +100,8 @@ def _pull(
         if kind == "Root":
             result = pull_polling(dataset, context)
         else:
+            # Every input was created or pulled before its readers, so ``ids`` knows it.
+            names = {DatasetId.parse(i): n for n, i in ids.items()}
             result = run_derivative(dataset, repo, names, context)
     except Exception as e:  # one dataset's failure, whatever it is, must not stop the others
         return Outcome(name, Status.FAILED, metadata_blocks, message=describe(e))

@@ -25,7 +25,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import load_vectors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -129,27 +128,6 @@ def test_kamu_reference_bytes_decode_and_reencode() -> None:
     assert_same_schema(decoded, expected)
     assert encode_arrow_schema(expected) == KAMU_INT64_BOOL
     assert_same_schema(read_with_pyarrow(KAMU_INT64_BOOL), expected)
-
-
-# Expected pyarrow schema of each SetDataSchema vector in block-vectors.json, by name.
-VECTOR_SCHEMAS: dict[str, pa.Schema] = {}
-
-
-def _set_data_schema_vectors() -> list[dict[str, Any]]:
-    vectors: list[dict[str, Any]] = load_vectors("block-vectors.json")
-    return [v for v in vectors if v["block"]["event"]["kind"] == "SetDataSchema"]
-
-
-def test_shared_set_data_schema_vectors() -> None:
-    vectors = _set_data_schema_vectors()
-    if not vectors:
-        pytest.skip("block-vectors.json holds no SetDataSchema vector (kamu bytes above)")
-    for vector in vectors:
-        raw = base64.b64decode(vector["block"]["event"]["schema"])
-        assert vector["name"] in VECTOR_SCHEMAS, f"add the expected schema of {vector['name']}"
-        expected = VECTOR_SCHEMAS[vector["name"]]
-        assert_same_schema(decode_arrow_schema(raw), expected)
-        assert encode_arrow_schema(expected) == raw
 
 
 # ---------------------------------------------------------------------------------------

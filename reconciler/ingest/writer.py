@@ -97,7 +97,7 @@ def stage(
         frame.persist()
         try:
             table, written_checkpoint = _merge_and_collect(
-                spark, dataset, state, request, frame, schema, workdir
+                spark, dataset, state, request, frame, workdir
             )
         finally:
             frame.unpersist()
@@ -218,7 +218,6 @@ def _merge_and_collect(
     state: ChainState,
     request: SliceRequest,
     frame: DataFrame,
-    schema: pa.Schema | None,
     workdir: Path,
 ) -> tuple[pa.Table, WrittenFile | None]:
     """Run the merge on Spark, collect the changelog rows in offset order, and write the
@@ -283,6 +282,34 @@ def _normalized(table: pa.Table) -> pa.Table:
     return table.cast(pa.schema(fields))
 
 
+def system_arrays(start: int, count: int, system_time: Timestamp) -> tuple[pa.Array, pa.Array]:
+    """The ``offset`` column from ``start`` and the ``system_time`` column of a slice."""
+    offsets = pa.array(np.arange(start, start + count, dtype=np.int64), OFFSET_TYPE)
+    millis = np.full(count, system_time.epoch_millis, dtype=np.int64)
+    return offsets, pa.array(millis, pa.int64()).cast(MILLIS)
+
+
+def system_fields(vocab: models.DatasetVocabulary) -> list[pa.Field]:
+    """The first three fields of every slice: offset, op and system_time, never null."""
+    return [
+        pa.field(vocab.offset_column, OFFSET_TYPE, nullable=False),
+        pa.field(vocab.operation_type_column, OP_TYPE, nullable=False),
+        pa.field(vocab.system_time_column, MILLIS, nullable=False),
+    ]
+
+
+def conform(arrays: list[pa.Array | pa.ChunkedArray], schema: pa.Schema) -> pa.Table:
+    """The columns as a table of ``schema``; a NULL in a NOT NULL column is an error."""
+    for array, target in zip(arrays, schema, strict=True):
+        if not target.nullable and array.null_count:
+            raise IncompatibleSchemaError(
+                f"column {target.name!r} is NOT NULL but {array.null_count} row(s) have no value"
+            )
+    return pa.Table.from_arrays(
+        [a.cast(f.type) for a, f in zip(arrays, schema, strict=True)], schema=schema
+    )
+
+
 def _with_system_columns(
     rows: pa.Table,
     state: ChainState,
@@ -291,11 +318,7 @@ def _with_system_columns(
     schema: pa.Schema | None,
 ) -> pa.Table:
     """``offset, op, system_time, event_time, <data>``, typed as the dataset stores them."""
-    count = rows.num_rows
-    start = state.next_offset
-    offsets = pa.array(np.arange(start, start + count, dtype=np.int64), OFFSET_TYPE)
-    millis = np.full(count, request.system_time.epoch_millis, dtype=np.int64)
-    system_times = pa.array(millis, pa.int64()).cast(MILLIS)
+    offsets, system_times = system_arrays(state.next_offset, rows.num_rows, request.system_time)
     event = vocab.event_time_column
     data = [n for n in rows.column_names if n not in (vocab.operation_type_column, event)]
     names = [vocab.offset_column, vocab.operation_type_column, vocab.system_time_column, event]
@@ -303,12 +326,8 @@ def _with_system_columns(
     arrays += [rows[n] for n in data]
     names += data
     if schema is None:
-        fields = [
-            pa.field(names[0], OFFSET_TYPE, nullable=False),
-            pa.field(names[1], OP_TYPE, nullable=False),
-            pa.field(names[2], MILLIS, nullable=False),
-            pa.field(event, normalize_type(rows.schema.field(event).type), nullable=False),
-        ]
+        fields = system_fields(vocab)
+        fields.append(pa.field(event, normalize_type(rows.schema.field(event).type), False))
         fields += [
             pa.field(n, normalize_type(rows.schema.field(n).type), n not in request.required)
             for n in data
@@ -318,14 +337,7 @@ def _with_system_columns(
         raise IncompatibleSchemaError(
             f"columns {names} do not match the dataset's schema {schema.names}"
         )
-    for array, target in zip(arrays, schema, strict=True):
-        if not target.nullable and array.null_count:
-            raise IncompatibleSchemaError(
-                f"column {target.name!r} is NOT NULL but {array.null_count} row(s) have no value"
-            )
-    return pa.Table.from_arrays(
-        [a.cast(f.type) for a, f in zip(arrays, schema, strict=True)], schema=schema
-    )
+    return conform(arrays, schema)
 
 
 def commit(dataset: Dataset, staged: Staged, system_time: Timestamp) -> int:

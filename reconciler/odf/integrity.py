@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import models
+from . import chain, models
 from .chain import ChainRuleError
 from .hashing import logical_hash, physical_hash
 from .repository import Dataset, RepositoryError
@@ -35,8 +35,8 @@ class IntegrityProblem:
 def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
     """Every problem found; an empty list means the dataset is intact."""
     try:
-        dataset.state()
         blocks = list(dataset.iter_blocks())
+        chain.fold(list(reversed(blocks)))
     except ChainRuleError as e:
         return [IntegrityProblem(str(e), e.sequence_number)]
     except (RepositoryError, ValueError) as e:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
@@ -27,13 +26,20 @@ from pyspark.sql.types import IntegerType, IntegralType
 from ..engine.query_check import QueryError, apply_transform
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..ingest.frames import column, is_time, normalize_timestamps
-from ..ingest.writer import IncompatibleSchemaError, Staged, data_slice
+from ..ingest.writer import (
+    IncompatibleSchemaError,
+    Staged,
+    conform,
+    data_slice,
+    system_arrays,
+    system_fields,
+)
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainState
 from ..odf.hashing import physical_hash
 from ..odf.repository import Dataset
-from ..odf.slices import MILLIS, OFFSET_TYPE, OP_TYPE, normalize_type, write_slice
+from ..odf.slices import normalize_type, write_slice
 from ..odf.timestamps import Timestamp
 from .inputs import InputSlice
 
@@ -144,31 +150,17 @@ def _with_system_columns(
     system_time: Timestamp,
     schema: pa.Schema | None,
 ) -> pa.Table:
-    count = table.num_rows
-    start = state.next_offset
-    op, system = vocab.operation_type_column, vocab.system_time_column
+    offsets, system_times = system_arrays(state.next_offset, table.num_rows, system_time)
+    op = vocab.operation_type_column
     data = [n for n in table.column_names if n != op]
-    names = [vocab.offset_column, op, system, *data]
-    arrays = [
-        pa.array(np.arange(start, start + count, dtype=np.int64), OFFSET_TYPE),
-        table[op],
-        pa.array(np.full(count, system_time.epoch_millis, dtype=np.int64)).cast(MILLIS),
-        *[table[n] for n in data],
-    ]
+    arrays = [offsets, table[op], system_times, *[table[n] for n in data]]
     if schema is None:
         nullable = {f.name: f.nullable for f in output.schema.fields}
-        schema = pa.schema(
-            [
-                pa.field(names[0], OFFSET_TYPE, nullable=False),
-                pa.field(op, OP_TYPE, nullable=False),
-                pa.field(system, MILLIS, nullable=False),
-                *[
-                    pa.field(n, normalize_type(table.schema.field(n).type), nullable[n])
-                    for n in data
-                ],
-            ]
-        )
+        types = {n: normalize_type(table.schema.field(n).type) for n in data}
+        fields = system_fields(vocab) + [pa.field(n, types[n], nullable[n]) for n in data]
+        schema = pa.schema(fields)
     else:
+        names = [vocab.offset_column, op, vocab.system_time_column, *data]
         actual = [(n, normalize_type(a.type)) for n, a in zip(names[3:], arrays[3:], strict=True)]
         expected = [(f.name, normalize_type(f.type)) for f in list(schema)[3:]]
         if schema.names != names or actual != expected:
@@ -178,14 +170,7 @@ def _with_system_columns(
                 "the query's output does not match the dataset's schema (SetDataSchema): "
                 f"it has ({got}), the dataset has ({want})"
             )
-    for array, target in zip(arrays, schema, strict=True):
-        if not target.nullable and array.null_count:
-            raise IncompatibleSchemaError(
-                f"column {target.name!r} is NOT NULL but {array.null_count} row(s) have no value"
-            )
-    return pa.Table.from_arrays(
-        [a.cast(f.type) for a, f in zip(arrays, schema, strict=True)], schema=schema
-    )
+    return conform(arrays, schema)
 
 
 def _previous_watermarks(dataset: Dataset, state: ChainState) -> dict[str, Timestamp]:

@@ -61,16 +61,6 @@ class InputSlice:
         )
 
 
-def dataset_names(repo: OdfRepository) -> dict[DatasetId, str]:
-    """Every dataset's id, mapped to its folder name."""
-    names: dict[DatasetId, str] = {}
-    for name in repo.names():
-        dataset_id = repo.dataset(name).projection().dataset_id
-        if dataset_id is not None:
-            names[dataset_id] = name
-    return names
-
-
 def next_inputs(
     state: ChainState, repo: OdfRepository, names: Mapping[DatasetId, str]
 ) -> list[InputSlice]:
