@@ -3,12 +3,21 @@
 Datasets are handled in the plan's dependency order. A dataset whose metadata or pull
 fails is reported with its cause and its chain is left as it was; the datasets that read
 it are skipped, and every unrelated dataset still runs.
+
+Each apply is reported as OpenLineage runs (``openlineage_events``): one parent run
+``reconcile``, and a child run for every dataset that is pulled or transformed. A child
+run covers the dataset's whole step: its metadata append, then its pull or transform.
+Datasets with nothing new still get a run (with ``rowCount`` 0), so that a lineage
+backend sees every scheduled run and can tell "ran, nothing new" from "did not run".
+Skipped datasets (an input failed), deletions and orphans get none. The parent FAILs
+when any dataset failed or was skipped, as the command's exit code does.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .apply_metadata import apply_dataset, delete_dataset
@@ -16,7 +25,9 @@ from .ingest.pull import IngestContext, PullResult, pull_polling
 from .odf import Timestamp
 from .odf.multiformat import DatasetId
 from .odf.repository import OdfRepository
-from .plan.model import Action, Plan
+from .openlineage_events import Lineage, RunHandle
+from .openlineage_runs import RunDescriber
+from .plan.model import Action, DatasetPlan, Plan
 from .transform.run import run_derivative
 
 
@@ -55,8 +66,15 @@ def apply_plan(
     metadata_time: Timestamp,
     context: IngestContext,
     report: Callable[[Outcome], None] = lambda _: None,
+    lineage: Lineage | None = None,
 ) -> list[Outcome]:
-    """Carry out ``plan``; ``report`` hears of each dataset as soon as it is done."""
+    """Carry out ``plan``; ``report`` hears of each dataset as soon as it is done.
+
+    ``lineage`` receives the OpenLineage runs (see the module docstring); the default
+    sends none. It is finished (and its client closed) when this returns or raises.
+    """
+    lineage = lineage if lineage is not None else Lineage.disabled(repo.root)
+    describer = RunDescriber(repo)
     ids: dict[str, str] = {d.name: d.dataset_id for d in plan.datasets if d.dataset_id}
     failed: set[str] = set()
     outcomes: list[Outcome] = []
@@ -67,47 +85,87 @@ def apply_plan(
         outcomes.append(outcome)
         report(outcome)
 
-    for ds in plan.datasets:
-        if ds.action is Action.DELETE:
-            error = delete_dataset(repo, ds)
-            done(Outcome(ds.name, Status.FAILED if error else Status.DELETED, message=error or ""))
-            continue
-        if ds.action is Action.ORPHANED:
-            continue
-        broken = sorted(failed.intersection(ds.inputs))
-        if broken:
-            done(Outcome(ds.name, Status.SKIPPED, message=f"input {broken[0]} failed"))
-            continue
-        metadata = apply_dataset(repo, ds, metadata_time, ids)
-        if metadata.error:
-            done(Outcome(ds.name, Status.FAILED, metadata.blocks, message=metadata.error))
-            continue
-        done(_pull(repo, ds.name, ds.kind, metadata.blocks, context, ids))
+    lineage.start_parent()
+    try:
+        for ds in plan.datasets:
+            if ds.action is Action.DELETE:
+                error = delete_dataset(repo, ds)
+                status = Status.FAILED if error else Status.DELETED
+                done(Outcome(ds.name, status, message=error or ""))
+                continue
+            if ds.action is Action.ORPHANED:
+                continue
+            broken = sorted(failed.intersection(ds.inputs))
+            if broken:
+                done(Outcome(ds.name, Status.SKIPPED, message=f"input {broken[0]} failed"))
+                continue
+            done(_apply_dataset(repo, ds, metadata_time, context, ids, lineage, describer))
+    except BaseException:
+        lineage.finish_parent(failed=True)
+        raise
+    lineage.finish_parent(failed=bool(failed))
     return outcomes
 
 
-def _pull(
+class MetadataError(RuntimeError):
+    """The plan's metadata could not be appended (raised to end the lineage run with FAIL)."""
+
+
+@contextmanager
+def _child_run(
+    lineage: Lineage, describer: RunDescriber, ds: DatasetPlan
+) -> Iterator[RunHandle | None]:
+    """The dataset's lineage run around the body, or None (and no cost) when disabled."""
+    if not lineage.enabled:
+        yield None
+        return
+    with lineage.run(describer.describe(ds)) as run:
+        yield run
+
+
+def _apply_dataset(
     repo: OdfRepository,
-    name: str,
-    kind: str,
-    metadata_blocks: int,
+    ds: DatasetPlan,
+    metadata_time: Timestamp,
     context: IngestContext,
     ids: dict[str, str],
+    lineage: Lineage,
+    describer: RunDescriber,
 ) -> Outcome:
-    dataset = repo.dataset(name)
-    result: PullResult
+    """Append the dataset's planned metadata, then pull or transform it, in one lineage run.
+
+    Failures leave the run as exceptions (so that it ends with FAIL and their message)
+    and are turned into the outcome here, outside it.
+    """
+    metadata_blocks = 0
+    pulling = False
+    dataset = repo.dataset(ds.name)
     try:
-        if kind == "Root":
-            result = pull_polling(dataset, context)
-        else:
-            # Every input was created or pulled before its readers, so ``ids`` knows it.
-            names = {DatasetId.parse(i): n for n, i in ids.items()}
-            result = run_derivative(dataset, repo, names, context)
+        with _child_run(lineage, describer, ds) as run:
+            metadata = apply_dataset(repo, ds, metadata_time, ids)
+            metadata_blocks = metadata.blocks
+            if metadata.error:
+                raise MetadataError(metadata.error)
+            pulling = True
+            result: PullResult
+            if ds.kind == "Root":
+                result = pull_polling(dataset, context)
+            else:
+                # Every input was created or pulled before its readers, so ``ids`` knows it.
+                names = {DatasetId.parse(i): n for n, i in ids.items()}
+                result = run_derivative(dataset, repo, names, context)
+            if run is not None:
+                run.set_output_statistics(result.rows, result.size)
+                run.set_output_schema(describer.columns(ds.name))
+    except MetadataError as e:
+        return Outcome(ds.name, Status.FAILED, metadata_blocks, message=str(e))
     except Exception as e:  # one dataset's failure, whatever it is, must not stop the others
-        return Outcome(name, Status.FAILED, metadata_blocks, message=describe(e))
+        if not pulling:
+            raise  # an unexpected error while appending metadata stops the apply, as ever
+        return Outcome(ds.name, Status.FAILED, metadata_blocks, message=describe(e))
     changed = metadata_blocks or result.blocks
     return Outcome(
-        name,
+        ds.name,
         Status.UPDATED if changed else Status.UP_TO_DATE,
         metadata_blocks,
         result.blocks,

@@ -23,6 +23,7 @@ from .gitops import GitError
 from .ingest.pull import IngestContext, push_file
 from .odf import Timestamp
 from .odf.repository import OdfRepository, RepositoryError
+from .openlineage_events import Lineage
 from .plan.model import Plan
 from .plan.policies import PolicyError
 from .plan.render_json import render_json
@@ -162,7 +163,10 @@ def _emit(text: str, out: Path | None) -> None:
 
 def _apply(session: Session, result: Plan, when: Timestamp) -> None:
     """Append the planned metadata, then pull the datasets; one line per dataset."""
-    outcomes = apply_plan(session.odf, result, when, session.ingest_context(), _report)
+    # OpenLineage runs for this apply: configured the standard way, else none and no cost.
+    lineage = Lineage.from_environment(session.config.root, os.environ)
+    context = session.ingest_context()
+    outcomes = apply_plan(session.odf, result, when, context, _report, lineage)
     counts = {status: sum(o.status is status for o in outcomes) for status in Status}
     summary = [f"{counts[s]} {s.value}" for s in Status if counts[s]]
     typer.echo(f"{len(outcomes)} dataset(s): " + (", ".join(summary) or "nothing to do"))
@@ -243,6 +247,44 @@ def log(
         sys.stdout.write("\n")
 
 
+@app.command()
+def verify(
+    ctx: typer.Context,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Datasets to check (default: all of them).")
+    ] = None,
+    integrity: Annotated[
+        bool,
+        typer.Option("--integrity", help="Only check hashes and files; do not replay transforms."),
+    ] = False,
+) -> None:
+    """Check every chain rule, block hash and file, and replay every transform (§3)."""
+    from .verify import dataset_names, verify_dataset
+
+    session: Session = ctx.obj
+    repo = session.odf
+    chosen = names or repo.names()
+    missing = [n for n in chosen if not repo.dataset(n).exists()]
+    if missing:
+        raise _fail(f"error: dataset {missing[0]!r} not found in {session.config.odf_dir}")
+    spark = None if integrity else session.ingest_context().spark
+    ids = dataset_names(repo)
+    invalid = 0
+    for name in chosen:
+        verdict = verify_dataset(repo, name, ids, spark)
+        if verdict.valid:
+            replayed = f", {verdict.replayed} transform(s) replayed" if verdict.replayed else ""
+            typer.echo(f"{name}: valid ({verdict.blocks} block(s){replayed})")
+            continue
+        invalid += 1
+        typer.echo(f"{name}: invalid")
+        for problem in verdict.problems:
+            typer.echo(f"  {problem}")
+    typer.echo(f"{len(chosen)} dataset(s): {len(chosen) - invalid} valid, {invalid} invalid")
+    if invalid:
+        raise typer.Exit(1)
+
+
 class LineageOutput(enum.StrEnum):
     TEXT = "text"
     MERMAID = "mermaid"
@@ -264,6 +306,63 @@ def lineage(
     for problem in graph.problems:
         typer.echo(f"warning: {problem.message}", err=True)
     sys.stdout.write(render_lineage(graph, output_format.value))
+
+
+class SqlFormat(enum.StrEnum):
+    TABLE = "table"
+    CSV = "csv"
+    JSON = "json"
+    PARQUET = "parquet"
+
+
+@app.command()
+def sql(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="One query (SELECT, WITH, VALUES or TABLE).")],
+    output_format: Annotated[
+        SqlFormat,
+        typer.Option(
+            "--format", help="table, csv, json (one object per line) or parquet (needs --out)."
+        ),
+    ] = SqlFormat.TABLE,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the result to this file.")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(min=0, help="At most this many rows; the table shows 100 unless told."),
+    ] = None,
+) -> None:
+    """Run one read-only SQL query over the ODF repository's datasets, on Spark.
+
+    Every dataset with data is a view named by its dataset name, holding all its rows as
+    stored: offset, op (retractions and corrections included), system_time, event_time
+    and its own columns. Quote names with dots in backticks:
+    SELECT * FROM `org.example.weather`. The query may read those views and nothing
+    else. Timestamps print as RFC 3339 in UTC; NULL is null in the table, an empty field
+    in csv (an empty string is "") and null in json.
+    """
+    from .engine.session import EngineUnavailableError, SparkSettings, get_spark
+    from .sql_query import TABLE_LIMIT, SqlError, render, run_sql, save
+
+    session: Session = ctx.obj
+    if output_format is SqlFormat.PARQUET and out is None:
+        raise _fail("error: --format parquet needs --out FILE")
+    if out is not None and out.resolve().is_relative_to(session.config.odf_dir.resolve()):
+        raise _fail(f"error: {out}: will not write into the ODF repository")
+    is_table = output_format is SqlFormat.TABLE
+    try:
+        spark = get_spark(SparkSettings.load(session.config.root))
+        rows = TABLE_LIMIT if limit is None and is_table else limit
+        result = run_sql(spark, session.odf, query, rows, count_total=is_table)
+        if out is None:
+            sys.stdout.write(render(result, output_format.value))
+        else:
+            save(result, output_format.value, out)
+    except (SqlError, ConfigError, EngineUnavailableError) as e:
+        raise _fail(f"error: {e}") from None
+    except Exception as e:  # reported, never a traceback; nothing was written
+        raise _fail(f"error: {describe(e)}") from None
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from reconciler.ingest.pull import IngestContext
 from reconciler.odf import Timestamp
 from reconciler.odf.models import AddData, ExecuteTransform
 from reconciler.odf.repository import Dataset, OdfRepository
+from reconciler.openlineage_events import Lineage
 from reconciler.plan.builder import PlanOptions, QueryValidator, build_plan, read_actual
 from reconciler.plan.desired import load_desired
 from reconciler.plan.model import Action, Plan
@@ -139,9 +140,13 @@ T1 = Timestamp.parse("2026-02-01T12:00:00Z")
 
 
 def reconcile(
-    root: Path, system_time: Timestamp | None = T1, env: dict[str, str] | None = None
+    root: Path,
+    system_time: Timestamp | None = T1,
+    env: dict[str, str] | None = None,
+    lineage: Lineage | None = None,
 ) -> list[Outcome]:
-    """``reconcile`` (plan, then apply) in this process, on the test session's Spark."""
+    """``reconcile`` (plan, then apply) in this process, on the test session's Spark;
+    ``lineage`` receives its OpenLineage runs (none by default)."""
     config = RepoConfig.load(root)
     plan = make_plan(config, PlanRequest())
     assert not plan.has_errors, [str(p) for p in plan.problems]
@@ -151,7 +156,9 @@ def reconcile(
         env=env or {},
         system_time=system_time,
     )
-    return apply_plan(OdfRepository(config.odf_dir), plan, system_time or T0, context)
+    return apply_plan(
+        OdfRepository(config.odf_dir), plan, system_time or T0, context, lineage=lineage
+    )
 
 
 def events(dataset: Dataset) -> list[Any]:

@@ -19,7 +19,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = (
     "org.example.bank.transactions",
     "org.example.warehouse.stock",
+    "org.example.warehouse.stock.value",
     "org.example.weather.observations",
+    "org.example.weather.daily",
+    "org.example.weather.anomalies",
 )
 
 
@@ -44,11 +47,14 @@ def test_the_examples_ingest_on_a_fresh_copy_and_then_are_up_to_date(tmp_path: P
 
     first = run(repo.root, "--system-time", "2026-11-21T06:00:00Z")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert first.stdout.splitlines()[-4:] == [
+    assert first.stdout.splitlines()[-7:] == [
         "org.example.bank.transactions: updated: 5 metadata block(s); 4 data block(s) with 24 row(s)",
         "org.example.warehouse.stock: updated: 4 metadata block(s); 4 data block(s) with 16 row(s)",
+        "org.example.warehouse.stock.value: updated: 4 metadata block(s); 2 data block(s) with 16 row(s)",
         "org.example.weather.observations: updated: 5 metadata block(s); 4 data block(s) with 216 row(s)",
-        "3 dataset(s): 3 updated",
+        "org.example.weather.daily: updated: 5 metadata block(s); 2 data block(s) with 9 row(s)",
+        "org.example.weather.anomalies: updated: 5 metadata block(s); 2 data block(s) with 34 row(s)",
+        "6 dataset(s): 6 updated",
     ]
     for name in EXAMPLES:
         assert check_integrity(repo.odf.dataset(name)) == [], name
@@ -74,13 +80,41 @@ def test_the_examples_ingest_on_a_fresh_copy_and_then_are_up_to_date(tmp_path: P
         ],
     ]
 
+    # The map passes the stock's retractions (1) and corrections (2, 3) through.
+    value = slices(repo.odf.dataset("org.example.warehouse.stock.value"))
+    assert [rows(t, "system_time")[5:11] for t in value] == [
+        [
+            (5, 2, "2026-11-01T00:00:00Z", "P-1001", "Pallet wrap 500mm", 120, "18.90", "2268.00"),
+            (6, 3, "2026-11-02T00:00:00Z", "P-1001", "Pallet wrap 500mm", 96, "18.90", "1814.40"),
+            (7, 2, "2026-11-01T00:00:00Z", "P-1002", "Box 40x30x30", 800, "2.35", "1880.00"),
+            (8, 3, "2026-11-02T00:00:00Z", "P-1002", "Box 40x30x30", 650, "2.35", "1527.50"),
+            (9, 1, "2026-11-01T00:00:00Z", "P-1004", "Label roll 100x150", 55, "12.00", "660.00"),
+            (10, 0, "2026-11-02T00:00:00Z", "P-1006", "Corner protector", 400, "0.45", "180.00"),
+        ]
+    ]
+    daily = slices(repo.odf.dataset("org.example.weather.daily"))
+    assert rows(daily[0], "system_time")[:3] == [
+        (0, 0, "2026-11-01", "bergen-florida", 24, 3.6, 10.2, 6.98),
+        (1, 0, "2026-11-01", "oslo-blindern", 24, -0.9, 6.2, 2.59),
+        (2, 0, "2026-11-01", "tromso-langnes", 24, -5.3, 0.7, -2.1),
+    ]
+
+    verify = run(repo.root, "verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert verify.stdout.splitlines() == [
+        "org.example.bank.transactions: valid (9 block(s))",
+        "org.example.warehouse.stock: valid (8 block(s))",
+        "org.example.warehouse.stock.value: valid (6 block(s), 1 transform(s) replayed)",
+        "org.example.weather.anomalies: valid (7 block(s), 1 transform(s) replayed)",
+        "org.example.weather.daily: valid (7 block(s), 1 transform(s) replayed)",
+        "org.example.weather.observations: valid (9 block(s))",
+        "6 dataset(s): 6 valid, 0 invalid",
+    ]
+
     second = run(repo.root, "--system-time", "2026-11-21T07:00:00Z")
     assert second.returncode == 0, second.stdout + second.stderr
-    assert second.stdout.splitlines()[-4:] == [
-        "org.example.bank.transactions: up-to-date",
-        "org.example.warehouse.stock: up-to-date",
-        "org.example.weather.observations: up-to-date",
-        "3 dataset(s): 3 up-to-date",
+    assert second.stdout.splitlines()[-7:] == [f"{name}: up-to-date" for name in EXAMPLES] + [
+        "6 dataset(s): 6 up-to-date"
     ]
     plan = run(repo.root, "--plan", "--detailed-exitcode")
     assert plan.returncode == 0, plan.stdout

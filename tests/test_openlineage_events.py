@@ -1,35 +1,25 @@
 """OpenLineage run events, sent by the real client to a real HTTP server on 127.0.0.1
-from a real git repository, and checked against the OpenLineage JSON schemas.
-
-The schemas in ``tests/data/openlineage/`` are subsets written for these tests (the
-client ships none and there is no network to fetch the official files): they keep the
-official ``$id`` of each version the client emits, so every facet's ``_schemaURL``
-resolves to one of them, and a facet without a schema here fails the test.
+from a real git repository, and checked against the OpenLineage JSON schemas (the
+server and the schemas are in ``openlineage_backend``).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib.metadata
 import json
 import logging
-import os
 import socket
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import git
 import jsonschema
 import pyspark
 import pytest
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
-from jsonschema import Draft202012Validator, FormatChecker
-from referencing import Registry, Resource
+from openlineage_backend import CORE, FACETS, Backend, isolated_home, serve, validate
 from referencing.exceptions import Unresolvable
 
 from reconciler.openlineage_events import (
@@ -40,104 +30,19 @@ from reconciler.openlineage_events import (
     public_url,
 )
 
-SCHEMAS = Path(__file__).parent / "data" / "openlineage"
-CORE = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
-FACETS = "https://openlineage.io/spec/facets"
 PRODUCER = f"urn:odf-reconciler:{importlib.metadata.version('odf-reconciler')}"
 REMOTE = "https://ci-bot:s3cr3t-token-42@git.example.org/data/odf-repo.git?ref=x#frag"
 NAMESPACE = "https://git.example.org/data/odf-repo.git"
 JOIN_SQL = "SELECT a.id, a.v, b.w FROM `example.a` a JOIN `example.b` b ON a.id = b.id"
 
 
-# The receiving end: a real HTTP server, and the schemas every event must satisfy.
-
-
-@dataclass
-class Backend:
-    port: int
-    received: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    status: int = 200  # what it answers every event with
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return [event for _, event in self.received]
+# The receiving end: a real HTTP server.
 
 
 @pytest.fixture
 def backend() -> Iterator[Backend]:
-    received: list[tuple[str, dict[str, Any]]] = []
-    backend: Backend | None = None
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append((self.path, json.loads(body)))
-            self.send_response(backend.status if backend else 200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    backend = Backend(server.server_address[1], received)
-    try:
+    with serve() as backend:
         yield backend
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-def _registry() -> Registry[Any]:
-    resources = []
-    for path in sorted(SCHEMAS.rglob("*.json")):
-        contents = json.loads(path.read_text(encoding="utf-8"))
-        resources.append((contents["$id"], Resource.from_contents(contents)))
-    return Registry().with_resources(resources)
-
-
-REGISTRY = _registry()
-FORMATS = FormatChecker()
-
-
-@FORMATS.checks("date-time", raises=ValueError)
-def _is_date_time(value: object) -> bool:
-    if isinstance(value, str):
-        parsed = dt.datetime.fromisoformat(value)
-        if "T" not in value or parsed.tzinfo is None:
-            raise ValueError(f"not an RFC 3339 date-time with offset: {value}")
-    return True
-
-
-@FORMATS.checks("uri", raises=ValueError)
-def _is_uri(value: object) -> bool:
-    if isinstance(value, str) and not urlsplit(value).scheme:
-        raise ValueError(f"not an absolute URI: {value}")
-    return True
-
-
-def validate(event: dict[str, Any]) -> None:
-    """The event against OpenLineage.json, then each facet against its ``_schemaURL``."""
-    Draft202012Validator({"$ref": CORE}, registry=REGISTRY, format_checker=FORMATS).validate(event)
-    for facet in facets_of(event):
-        schema = {"$ref": facet["_schemaURL"]}
-        Draft202012Validator(schema, registry=REGISTRY, format_checker=FORMATS).validate(facet)
-
-
-def facets_of(event: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [*event["run"].get("facets", {}).values(), *event["job"].get("facets", {}).values()]
-    for dataset in [*event.get("inputs", []), *event.get("outputs", [])]:
-        found += dataset.get("facets", {}).values()
-        found += dataset.get("inputFacets", {}).values()
-        found += dataset.get("outputFacets", {}).values()
-    return found
 
 
 # The sending end: a real git repository with manifests, and an environment that names
@@ -152,17 +57,7 @@ class Repo:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No OpenLineage settings from the machine: not from its environment, home or cwd."""
-    for key in list(os.environ):
-        if key.startswith("OPENLINEAGE"):
-            monkeypatch.delenv(key)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    return home
+    return isolated_home(tmp_path, monkeypatch)
 
 
 def make_repo(root: Path, remote: str | None = REMOTE) -> Repo:

@@ -6,60 +6,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from gitops_repo import (
-    T1,
-    GitOpsRepo,
-    derivative_events,
-    events,
-    manifest,
-    reconcile,
-    root_events,
-    rows,
-    slices,
-)
+from gitops_repo import T1, events, reconcile, rows, slices
+from transform_repo import PRICES, STOCK, derivative, make_repo, run, ts
 
 from reconciler.apply import Status
-from reconciler.odf import Timestamp, models
+from reconciler.odf import models
 from reconciler.odf.arrow_schema import decode_arrow_schema
 from reconciler.odf.integrity import check_integrity
 
 pytestmark = pytest.mark.usefixtures("spark")
-
-STOCK = "org.example.stock"
-PRICES = "org.example.prices"
-VOCAB = """- kind: SetVocab
-      eventTimeColumn: day"""
-
-
-def ts(text: str) -> Timestamp:
-    return Timestamp.parse(text)
-
-
-def make_repo(tmp_path: Path) -> GitOpsRepo:
-    repo = GitOpsRepo.create(tmp_path)
-    stock = root_events(
-        schema="[day DATE, id STRING, qty BIGINT]",
-        merge="{kind: Snapshot, primaryKey: [id]}",
-        extra=VOCAB,
-    ).replace("sources/*.csv", "stock/*.csv")
-    prices = root_events(schema="[day DATE, id STRING, price DOUBLE]", extra=VOCAB).replace(
-        "sources/*.csv", "prices/*.csv"
-    )
-    repo.write(STOCK, manifest(STOCK, "Root", stock))
-    repo.write(PRICES, manifest(PRICES, "Root", prices))
-    (tmp_path / "stock").mkdir()
-    (tmp_path / "prices").mkdir()
-    return repo
-
-
-def derivative(repo: GitOpsRepo, name: str, inputs: list[str], query: str) -> None:
-    events_yaml = derivative_events(inputs, query) + VOCAB + "\n"
-    repo.write(name, manifest(name, "Derivative", events_yaml))
-
-
-def run(repo: GitOpsRepo, when: str) -> dict[str, tuple[Status, int]]:
-    results = reconcile(repo.root, ts(when))
-    return {r.dataset: (r.status, r.rows) for r in results}
 
 
 def test_map_filter_passes_retractions_and_corrections_through(tmp_path: Path) -> None:

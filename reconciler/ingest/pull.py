@@ -58,6 +58,8 @@ class PullResult:
     blocks: int = 0
     rows: int = 0
     note: str = ""
+    size: int = 0
+    """Bytes of the data files committed (Parquet slices; checkpoints not counted)."""
 
     @property
     def up_to_date(self) -> bool:
@@ -66,7 +68,7 @@ class PullResult:
 
 def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
     """Ingest from the dataset's polling source until the source has nothing new."""
-    blocks = rows = 0
+    blocks = rows = size = 0
     with all_or_nothing(dataset):
         while True:
             state = dataset.state()
@@ -74,7 +76,8 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
             if source is None:
                 return PullResult(note="no polling source")
             if _uncacheable(state, source) and not context.fetch_uncacheable:
-                return PullResult(blocks, rows, "source is uncacheable (it gave no ETag or date)")
+                note = "source is uncacheable (it gave no ETag or date)"
+                return PullResult(blocks, rows, note, size)
             system_time = context.now()
             with tempfile.TemporaryDirectory(prefix="odf-ingest-") as tmp:
                 work = Path(tmp)
@@ -90,16 +93,16 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
                 except SourceNotFoundError as e:
                     if not _awaiting_first_file(state, source):
                         raise
-                    return PullResult(blocks, rows, str(e))
+                    return PullResult(blocks, rows, str(e), size)
                 if isinstance(fetched, UpToDate):
                     break
-                added, count = _ingest_file(
+                added, count, written = _ingest_file(
                     dataset, state, context, source, fetched, system_time, work
                 )
-            blocks, rows = blocks + added, rows + count
+            blocks, rows, size = blocks + added, rows + count, size + written
             if not fetched.has_more:
                 break
-    return PullResult(blocks, rows)
+    return PullResult(blocks, rows, size=size)
 
 
 def _awaiting_first_file(state: ChainState, source: models.SetPollingSource) -> bool:
@@ -127,8 +130,9 @@ def _ingest_file(
     fetched: Fetched,
     system_time: Timestamp,
     work: Path,
-) -> tuple[int, int]:
-    """Prepare, read, preprocess, merge and commit one fetched file."""
+) -> tuple[int, int, int]:
+    """Prepare, read, preprocess, merge and commit one fetched file; returns the blocks
+    appended, and the rows and bytes of the data file written."""
     steps = source.prepare if isinstance(source, models.SetPollingSource) else None
     path = prepare(steps, fetched.path, work)
     spark = context.spark()
@@ -151,7 +155,8 @@ def _ingest_file(
     finally:
         if raw is not None:
             raw.unpersist()
-    return commit(dataset, staged, system_time), staged.rows
+    size = staged.slice.size if staged.slice is not None else 0
+    return commit(dataset, staged, system_time), staged.rows, size
 
 
 def push_file(
@@ -178,7 +183,7 @@ def push_file(
     system_time = context.now()
     fetched = Fetched(path=path, source_state=None, source_event_time=None, origin=str(path))
     with all_or_nothing(dataset), tempfile.TemporaryDirectory(prefix="odf-push-") as tmp:
-        blocks, rows = _ingest_file(
+        blocks, rows, size = _ingest_file(
             dataset, state, context, source, fetched, system_time, Path(tmp)
         )
-    return PullResult(blocks, rows)
+    return PullResult(blocks, rows, size=size)

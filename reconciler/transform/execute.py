@@ -42,6 +42,7 @@ from ..odf.repository import Dataset
 from ..odf.slices import normalize_type, write_slice
 from ..odf.timestamps import Timestamp
 from .inputs import InputSlice
+from .ordering import deterministic_order
 
 
 class TransformError(ValueError):
@@ -82,7 +83,7 @@ def stage_transform(
     except QueryError as e:
         where = f" (line {e.line})" if e.line else ""
         raise TransformError(f"query failed{where}: {e.message}") from None
-    output = _checked_output(output, vocab)
+    output = deterministic_order(_checked_output(output, vocab), vocab)
     table = output.toArrow()
     staged = Staged(head=state.head)
     schema = decode_arrow_schema(state.data_schema) if state.data_schema else None

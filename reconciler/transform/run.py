@@ -37,4 +37,5 @@ def run_derivative(
     with all_or_nothing(dataset), tempfile.TemporaryDirectory(prefix="odf-transform-") as tmp:
         staged = stage_transform(spark, dataset, state, inputs, system_time, Path(tmp))
         blocks = commit(dataset, staged, system_time)
-    return PullResult(blocks, staged.rows)
+    size = staged.slice.size if staged.slice is not None else 0
+    return PullResult(blocks, staged.rows, size=size)

@@ -1,0 +1,384 @@
+"""``reconcile sql``: one read-only SQL query over the datasets of the ODF repository.
+
+Reviewing a pull request or chasing a wrong number means looking at the rows a chain
+holds, and the data files are content-addressed Parquet slices that nobody can query by
+hand. This module makes every dataset that has data a temporary view named by its
+dataset name, holding all its rows as stored (system columns, retractions and
+corrections included, as ``kamu sql`` shows them) and typed by its ``SetDataSchema``.
+
+The query text is typed by a person but may come from anywhere (a wiki page, a pull
+request comment), so it runs behind the sandbox the transforms use
+(``query_check.apply_transform``): a single query, no commands, reading the dataset
+views and nothing else, without reflection or user-defined functions. The ODF
+repository is only read; results go to standard output or to a file the caller names.
+
+Rendering is deterministic, so a result can be diffed and pinned by tests:
+
+- timestamps are RFC 3339 in UTC with ``Z`` and as few fractional digits as keep them
+  exact (0, 3 or 6); ``TIMESTAMP_NTZ`` values have no zone and so no ``Z``; dates are
+  ``YYYY-MM-DD``;
+- decimals keep their scale and never use exponents (``18.90``); in JSON they are
+  strings, so that no reader turns them into binary floats;
+- floats are Python's shortest round-trip spelling; NaN and infinities are ``NaN``,
+  ``Infinity`` and ``-Infinity`` (strings in JSON, which has no such numbers);
+- binary values are lower-case hex; lists, structs and maps are compact JSON;
+- NULL is ``null`` in the table (an empty cell would look like an empty string), an
+  empty field in CSV (where an empty string is written ``""``), ``null`` in JSON;
+- in the table, tabs, carriage returns and newlines inside values are written ``\\t``,
+  ``\\r`` and ``\\n`` so that every row stays on one line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import os
+import re
+import secrets
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .engine.query_check import OUTPUT_STEP, QueryError, apply_transform
+from .odf import models
+from .odf.arrow_schema import decode_arrow_schema
+from .odf.repository import Dataset, OdfRepository
+from .odf.timestamps import Timestamp
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+TABLE_LIMIT = 100
+"""Rows the table shows unless told otherwise; the other formats give every row."""
+
+_STEP_PREFIX = f"step `{OUTPUT_STEP}`: "
+# query_check's words for a statement that is not a query, written for transform steps
+_NOT_A_QUERY = "only a query (SELECT, WITH, VALUES, TABLE) may be a step"
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
+_ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})
+_CSV_SPECIAL = re.compile(r'[",\r\n]')
+
+
+class SqlError(Exception):
+    """The query cannot run, or its result cannot be written: ``message`` says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    """The rows fetched (at most the limit asked for) and how many the query returns.
+
+    ``total`` is None when it was not counted: only the table says how many rows it
+    left out, and counting runs the query a second time.
+    """
+
+    table: pa.Table
+    total: int | None
+
+    @property
+    def shown(self) -> int:
+        return int(self.table.num_rows)
+
+
+def run_sql(
+    spark: SparkSession,
+    repo: OdfRepository,
+    query: str,
+    limit: int | None = None,
+    count_total: bool = False,
+) -> SqlResult:
+    """Run ``query`` over the repository's datasets and fetch at most ``limit`` rows.
+
+    With ``count_total``, a result cut by the limit is counted in full (a second run of
+    the query); otherwise ``total`` is the number of rows fetched when nothing was cut,
+    and None when something was.
+    """
+    frame = analyse(spark, repo, query)
+    try:
+        if limit is None:
+            return SqlResult(frame.toArrow(), None)
+        table = frame.limit(limit + 1).toArrow()
+        if table.num_rows <= limit:
+            return SqlResult(table, table.num_rows)
+        total = frame.count() if count_total else None
+        return SqlResult(table.slice(0, limit), total)
+    except Exception as e:  # raised by the JVM while running: ANSI errors, missing files
+        raise SqlError(_first_line(e)) from None
+
+
+def analyse(spark: SparkSession, repo: OdfRepository, query: str) -> DataFrame:
+    """The sandboxed, analysed query over every dataset view; nothing has run yet."""
+    views = dataset_views(spark, repo)
+    transform = models.TransformSql(engine="spark", query=query)
+    try:
+        return apply_transform(spark, views, transform)
+    except QueryError as e:
+        message = e.message.removeprefix(_STEP_PREFIX)
+        if message.startswith(_NOT_A_QUERY):
+            message = "only a single read-only query (SELECT, WITH, VALUES, TABLE) can run here"
+        if e.line is not None and "\n" in query.strip():
+            message += f" (line {e.line})"
+        raise SqlError(message) from None
+
+
+def dataset_views(spark: SparkSession, repo: OdfRepository) -> dict[str, DataFrame]:
+    """Every dataset that has data, by name: all its rows as stored, in offset order."""
+    views: dict[str, DataFrame] = {}
+    for name in repo.names():
+        try:
+            frame = _dataset_frame(spark, repo.dataset(name))
+        except Exception as e:  # a broken chain, a type Spark lacks, a missing data file
+            raise SqlError(f"{name}: {_first_line(e)}") from None
+        if frame is not None:
+            views[name] = frame
+    return views
+
+
+def _dataset_frame(spark: SparkSession, dataset: Dataset) -> DataFrame | None:
+    """The dataset's rows typed by its SetDataSchema, or None before its first data.
+
+    Offsets grow with the chain, so ordering by offset gives the rows as written; Spark
+    drops the sort where the query does not need it (under an aggregation, say).
+    """
+    from pyspark.sql.functions import col
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    state = dataset.state()
+    if state.data_schema is None:
+        return None
+    schema = from_arrow_schema(decode_arrow_schema(state.data_schema))
+    files = [
+        str(dataset.layout.data_file(event.new_data.physical_hash))
+        for _, block in dataset.iter_blocks(state.head)
+        if isinstance(event := block.event, models.AddData | models.ExecuteTransform)
+        and event.new_data is not None
+    ]
+    if not files:
+        return spark.createDataFrame([], schema)
+    offset = col("`" + state.vocabulary().offset_column.replace("`", "``") + "`")
+    return spark.read.schema(schema).parquet(*reversed(files)).orderBy(offset)
+
+
+def _first_line(error: BaseException) -> str:
+    """The engine's message without the JVM's stack, the SQL echoed back or SQLSTATE."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    return _SQLSTATE.sub("", first)
+
+
+# Rendering
+
+
+def render(result: SqlResult, output_format: str) -> str:
+    """The result as text in ``output_format`` (table, csv or json)."""
+    renderers: Mapping[str, Callable[[SqlResult], str]] = {
+        "table": render_table,
+        "csv": render_csv,
+        "json": render_json,
+    }
+    if output_format not in renderers:
+        raise SqlError(f"{output_format} is not a text format")
+    return renderers[output_format](result)
+
+
+def render_table(result: SqlResult) -> str:
+    """An aligned text table: header, rule, rows, and a line with the row count.
+
+    Numeric columns are right-aligned, the others left-aligned; trailing blanks are
+    trimmed. The count line says how many rows were shown of how many when the limit
+    cut the result.
+    """
+    table = result.table
+    numeric = [_is_numeric(f.type) for f in table.schema]
+    rows = [[_text(v, "null").translate(_ESCAPES) for v in row] for row in _rows(table)]
+    header = [name.translate(_ESCAPES) for name in table.column_names]
+    widths = [_width(h) for h in header]
+    for row in rows:
+        widths = [max(w, _width(cell)) for w, cell in zip(widths, row, strict=True)]
+
+    def line(cells: Iterable[str]) -> str:
+        padded = (
+            _pad(cell, width, right)
+            for cell, width, right in zip(cells, widths, numeric, strict=True)
+        )
+        return " | ".join(padded).rstrip()
+
+    lines = [line(header), "-+-".join("-" * w for w in widths)]
+    lines.extend(line(row) for row in rows)
+    lines.append(_count_line(result))
+    return "\n".join(lines) + "\n"
+
+
+def _count_line(result: SqlResult) -> str:
+    shown, total = result.shown, result.total
+    if total is None:
+        return f"(showing the first {shown} rows; see --limit)"
+    if total > shown:
+        return f"(showing {shown} of {total} rows; see --limit)"
+    return "(1 row)" if shown == 1 else f"({shown} rows)"
+
+
+def render_csv(result: SqlResult) -> str:
+    """RFC 4180 CSV with a header line and ``\\n`` line ends; NULL is an empty field."""
+    table = result.table
+    lines = [",".join(_csv_field(name) for name in table.column_names)]
+    lines.extend(",".join(_csv_cell(v) for v in row) for row in _rows(table))
+    return "\n".join(lines) + "\n"
+
+
+def render_json(result: SqlResult) -> str:
+    """Newline-delimited JSON: one object per row, keys in column order."""
+    table = result.table
+    names = _distinct_names(table)
+    lines = []
+    for row in _rows(table):
+        record = dict(zip(names, (_json_value(v) for v in row), strict=True))
+        lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+    return "".join(line + "\n" for line in lines)
+
+
+def save(result: SqlResult, output_format: str, path: Path) -> None:
+    """Write the result to ``path`` whole or not at all (through a temporary file).
+
+    Parquet is written by pyarrow from the Arrow table Spark returned, as one file.
+    """
+    if output_format == "parquet":
+        _distinct_names(result.table)
+        data = None
+    else:
+        data = render(result, output_format).encode("utf-8")
+    tmp = path.parent / f".{path.name}.pending-{secrets.token_hex(4)}"
+    try:
+        if data is None:
+            pq.write_table(result.table, tmp)
+        else:
+            tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except (OSError, pa.ArrowException) as e:
+        raise SqlError(f"cannot write {path}: {e}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _distinct_names(table: pa.Table) -> list[str]:
+    """Column names, which JSON objects and Parquet files need distinct."""
+    names: list[str] = table.column_names
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise SqlError(
+                f"the result has more than one column named `{name}`; rename them with AS"
+            )
+        seen.add(name)
+    return names
+
+
+def _rows(table: pa.Table) -> Iterable[tuple[Any, ...]]:
+    """Rows as tuples of plain Python values, by position (names may repeat)."""
+    columns = [_plain_column(column) for column in table.columns]
+    return zip(*columns, strict=True) if columns else iter(())
+
+
+def _plain_column(column: pa.ChunkedArray) -> list[Any]:
+    return [_plain(value, column.type) for value in column.to_pylist()]
+
+
+def _plain(value: Any, type_: pa.DataType) -> Any:
+    """A value with its type's meaning settled: maps become dicts of rendered keys.
+
+    pyarrow gives a map as a list of (key, value) pairs; keys of any type become the
+    text they render as, since JSON object keys are strings.
+    """
+    if value is None:
+        return None
+    if pa.types.is_map(type_):
+        return {
+            _text(_plain(k, type_.key_type), "null"): _plain(v, type_.item_type) for k, v in value
+        }
+    if pa.types.is_struct(type_):
+        return {f.name: _plain(value[f.name], f.type) for f in type_}
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return [_plain(v, type_.value_type) for v in value]
+    if pa.types.is_fixed_size_list(type_):
+        return [_plain(v, type_.value_type) for v in value]
+    return value
+
+
+def _is_numeric(type_: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_decimal(type_)
+    )
+
+
+def _text(value: Any, null: str) -> str:
+    """A value as table or CSV text."""
+    if value is None:
+        return null
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):
+        return json.dumps(_json_value(value), ensure_ascii=False, separators=(",", ":"))
+    scalar = _scalar(value)
+    return scalar if isinstance(scalar, str) else json.dumps(scalar)
+
+
+def _json_value(value: Any) -> Any:
+    """A plain value as JSON: numbers, booleans and strings as themselves, others as text."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    return _scalar(value)
+
+
+def _scalar(value: Any) -> Any:
+    """Booleans, integers and finite floats as they are; anything else as its text."""
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, dt.datetime):
+        text = Timestamp.from_datetime(value).isoformat()
+        return text if value.tzinfo is not None else text.removesuffix("Z")
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    return str(value)
+
+
+def _csv_cell(value: Any) -> str:
+    return "" if value is None else _csv_field(_text(value, ""))
+
+
+def _csv_field(text: str) -> str:
+    """Quoted when it must be, and when empty, so an empty string is not a NULL."""
+    if text == "" or _CSV_SPECIAL.search(text):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _width(text: str) -> int:
+    """Terminal columns: East Asian wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    fill = " " * (width - _width(text))
+    return fill + text if right else text + fill

@@ -1,0 +1,219 @@
+"""``reconcile verify``: fresh results pass, every kind of tampering is caught.
+
+One repository (a Snapshot root with checkpoints, a derivative over it) is built once;
+each case works on its own copy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from gitops_repo import GitOpsRepo, events, slices
+from pyspark.sql import SparkSession
+from transform_repo import STOCK, derivative, make_repo, run
+
+from reconciler.odf import Timestamp, models
+from reconciler.odf.repository import Dataset
+from reconciler.odf.slices import write_slice
+from reconciler.verify import dataset_names, verify_dataset
+
+SCALED = "org.example.scaled"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Path:
+    repo = make_repo(tmp_path_factory.mktemp("verify") / "repo")
+    derivative(
+        repo, SCALED, [STOCK], "SELECT op, day, id, qty * 10 AS qty10 FROM `org.example.stock`"
+    )
+    (repo.root / "stock" / "1.csv").write_text("day,id,qty\n2020-01-01,a,1\n2020-01-01,b,2\n")
+    run(repo, "2026-01-01T00:00:00Z")
+    (repo.root / "stock" / "2.csv").write_text("day,id,qty\n2020-01-02,b,3\n2020-01-02,c,4\n")
+    run(repo, "2026-01-02T00:00:00Z")
+    return repo.root
+
+
+@pytest.fixture
+def repo(built: Path, tmp_path: Path) -> GitOpsRepo:
+    shutil.copytree(built, tmp_path / "repo")
+    return GitOpsRepo(tmp_path / "repo")
+
+
+def cli(root: Path, *args: str) -> tuple[int, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(root), "verify", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    return done.returncode, done.stdout.splitlines()
+
+
+def flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_fresh_results_are_valid_and_every_transform_replays(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    assert cli(repo.root, "--integrity") == (
+        0,
+        [
+            "org.example.prices: valid (5 block(s))",
+            f"{SCALED}: valid (8 block(s))",
+            f"{STOCK}: valid (8 block(s))",
+            "3 dataset(s): 3 valid, 0 invalid",
+        ],
+    )
+    verdict = verify_dataset(repo.odf, SCALED, dataset_names(repo.odf), lambda: spark)
+    assert (verdict.valid, verdict.blocks, verdict.replayed) == (True, 8, 2)
+
+
+def last_data_event(dataset: Dataset) -> models.AddData | models.ExecuteTransform:
+    return next(
+        e
+        for e in reversed(events(dataset))
+        if isinstance(e, models.AddData | models.ExecuteTransform)
+    )
+
+
+def head_block(ds: Dataset) -> Path:
+    return ds.layout.block(ds.head() or "")
+
+
+def data_file(ds: Dataset) -> Path:
+    data = last_data_event(ds).new_data
+    assert data is not None
+    return ds.layout.data_file(data.physical_hash)
+
+
+def checkpoint_file(ds: Dataset) -> Path:
+    checkpoint = last_data_event(ds).new_checkpoint
+    assert checkpoint is not None
+    return ds.layout.checkpoint_file(checkpoint.physical_hash)
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "expected"),
+    [
+        (SCALED, head_block, "{root}: block {hash} hashes to "),
+        (SCALED, data_file, "block #7: data file bytes do not match physical hash {hash}"),
+        (
+            SCALED,
+            checkpoint_file,
+            "block #7: checkpoint file bytes do not match physical hash {hash}",
+        ),
+        (STOCK, data_file, "block #7: data file bytes do not match physical hash {hash}"),
+        (
+            STOCK,
+            checkpoint_file,
+            "block #7: checkpoint file bytes do not match physical hash {hash}",
+        ),
+    ],
+    ids=[
+        "derivative-block",
+        "derivative-data",
+        "derivative-checkpoint",
+        "root-data",
+        "root-checkpoint",
+    ],
+)
+def test_a_flipped_byte_is_caught(
+    repo: GitOpsRepo, name: str, target: Callable[[Dataset], Path], expected: str
+) -> None:
+    ds = repo.odf.dataset(name)
+    path = target(ds)
+    flip_middle_byte(path)
+    code, lines = cli(repo.root, "--integrity", name)
+    assert code == 1
+    assert lines[0] == f"{name}: invalid"
+    assert lines[1].startswith("  " + expected.format(hash=path.name, root=ds.root)), lines
+    assert lines[-1] == "1 dataset(s): 0 valid, 1 invalid"
+
+
+def test_a_missing_data_file_is_caught(repo: GitOpsRepo) -> None:
+    path = data_file(repo.odf.dataset(SCALED))
+    path.unlink()
+    assert cli(repo.root, "--integrity") == (
+        1,
+        [
+            "org.example.prices: valid (5 block(s))",
+            f"{SCALED}: invalid",
+            f"  block #7: data file {path.name} is missing",
+            f"{STOCK}: valid (8 block(s))",
+            "3 dataset(s): 2 valid, 1 invalid",
+        ],
+    )
+
+
+def falsify_last_run(
+    ds: Dataset,
+    records: Callable[[pa.Table], pa.Table],
+    watermark: Callable[[models.ExecuteTransform], object] = lambda e: e.new_watermark,
+) -> None:
+    """Replace the last ExecuteTransform with one whose files and hashes are all
+    consistent (so integrity passes) but whose result the query would not give."""
+    blocks = list(ds.iter_blocks())
+    (head, last), (prev, _) = blocks[0], blocks[1]
+    event = last.event
+    assert isinstance(event, models.ExecuteTransform) and event.new_data is not None
+    table = records(slices(ds)[-1])
+    written = write_slice(table, ds.root / "forged.parquet", ds.state().vocabulary())
+    data_hash, size = ds.add_file(written.path)
+    forged = event.model_copy(
+        update={
+            "new_data": event.new_data.model_copy(
+                update={
+                    "logical_hash": written.logical_hash,
+                    "physical_hash": data_hash,
+                    "size": size,
+                }
+            ),
+            "new_watermark": watermark(event),
+        }
+    )
+    ds.reset_head(prev, head)
+    ds.append_event(forged, last.system_time)
+
+
+def test_replay_catches_forged_records_that_integrity_cannot(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    ds = repo.odf.dataset(SCALED)
+    recorded = last_data_event(ds).new_data
+    assert recorded is not None
+
+    def double_qty(table: pa.Table) -> pa.Table:
+        index = table.column_names.index("qty10")
+        return table.set_column(index, "qty10", pc.multiply(table["qty10"], 2))
+
+    falsify_last_run(ds, double_qty)
+    assert cli(repo.root, "--integrity", SCALED)[0] == 0
+    verdict = verify_dataset(repo.odf, SCALED, dataset_names(repo.odf), lambda: spark)
+    forged = last_data_event(ds).new_data
+    assert forged is not None
+    assert [str(p) for p in verdict.problems] == [
+        f"block #7: replay of ExecuteTransform {ds.head()} does not reproduce it: "
+        f"logical hash {forged.logical_hash} in the block, {recorded.logical_hash} in the replay"
+    ]
+
+
+def test_replay_catches_a_forged_watermark(repo: GitOpsRepo, spark: SparkSession) -> None:
+    ds = repo.odf.dataset(SCALED)
+    later = Timestamp.parse("2020-01-05T00:00:00Z")
+    falsify_last_run(ds, lambda t: t, lambda e: later)
+    verdict = verify_dataset(repo.odf, SCALED, dataset_names(repo.odf), lambda: spark)
+    assert [str(p) for p in verdict.problems] == [
+        f"block #7: replay of ExecuteTransform {ds.head()} does not reproduce it: "
+        "watermark 2020-01-05T00:00:00Z in the block, 2020-01-02T00:00:00Z in the replay"
+    ]
