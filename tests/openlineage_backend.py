@@ -2,17 +2,24 @@
 every event, the JSON schemas each event must satisfy, and an environment free of the
 machine's own OpenLineage settings.
 
-The schemas in ``tests/data/openlineage/`` are subsets written for these tests (the
-client ships none and there is no network to fetch the official files): they keep the
-official ``$id`` of each version the client emits, so every facet's ``_schemaURL``
-resolves to one of them, and a facet without a schema here fails the test.
+The schemas in ``tests/data/openlineage/`` carry the constraints of the official
+OpenLineage schemas (the client ships none and there is no network to fetch them; their
+README says where each comes from). Each keeps the official ``$id`` of the version the
+client emits, so every facet's ``_schemaURL`` resolves to one of them, and a facet without
+a schema here fails the test.
+
+Formats are checked, not just annotated: ``uuid`` by jsonschema itself, ``date-time`` and
+``uri`` by the checks below, because jsonschema's own need packages that are not installed
+(``rfc3339-validator``, ``rfc3987``) and would otherwise be skipped silently.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +27,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
@@ -102,25 +108,72 @@ REGISTRY = _registry()
 FORMATS = FormatChecker()
 
 
+# RFC 3339, section 5.6: full-date "T" full-time, with a Z or numeric offset.
+_DATE_TIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"(?:[Zz]|[+-]([0-9]{2}):([0-9]{2}))"
+)
+
+
 @FORMATS.checks("date-time", raises=ValueError)
 def _is_date_time(value: object) -> bool:
-    if isinstance(value, str):
-        parsed = dt.datetime.fromisoformat(value)
-        if "T" not in value or parsed.tzinfo is None:
-            raise ValueError(f"not an RFC 3339 date-time with offset: {value}")
+    if not isinstance(value, str):
+        return True
+    match = _DATE_TIME.fullmatch(value)
+    if match is None:
+        raise ValueError(f"not an RFC 3339 date-time: {value}")
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    dt.datetime(year, month, day, hour, minute, min(second, 59))  # 60: a leap second
+    offset_hour, offset_minute = match.group(8), match.group(9)
+    if offset_hour is not None and (int(offset_hour) > 23 or int(offset_minute) > 59):
+        raise ValueError(f"not an RFC 3339 offset: {value}")
     return True
+
+
+# RFC 3986, section 3: URI = scheme ":" hier-part [ "?" query ] [ "#" fragment ].
+def _chars(extra: str) -> str:
+    return rf"(?:[A-Za-z0-9\-._~!$&'()*+,;={extra}]|%[0-9A-Fa-f]{{2}})*"
+
+
+_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL)
+_AUTHORITY = re.compile(rf"(?:{_chars(':')}@)?(\[[^\]]*\]|{_chars('')})(?::[0-9]*)?")
+_IP_FUTURE = re.compile(r"v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
+_PATH = re.compile(_chars(":@/"))
+_QUERY = re.compile(_chars(":@/?"))
 
 
 @FORMATS.checks("uri", raises=ValueError)
 def _is_uri(value: object) -> bool:
-    if isinstance(value, str) and not urlsplit(value).scheme:
+    if not isinstance(value, str):
+        return True
+    match = _URI.fullmatch(value)
+    if match is None:
         raise ValueError(f"not an absolute URI: {value}")
+    hier, query, fragment = match.group(2), match.group(3), match.group(4)
+    path = hier
+    if hier.startswith("//"):
+        authority, slash, rest = hier[2:].partition("/")
+        path = slash + rest
+        host = _AUTHORITY.fullmatch(authority)
+        if host is None:
+            raise ValueError(f"not a URI authority: {authority!r} in {value}")
+        literal = host.group(1)
+        if literal.startswith("[") and not _IP_FUTURE.fullmatch(literal[1:-1]):
+            ipaddress.IPv6Address(literal[1:-1])  # raises ValueError
+    parts = [(path, _PATH), (query, _QUERY), (fragment, _QUERY)]
+    if any(part is not None and not pattern.fullmatch(part) for part, pattern in parts):
+        raise ValueError(f"not an RFC 3986 URI: {value}")
     return True
 
 
 def validate(event: dict[str, Any]) -> None:
-    """The event against OpenLineage.json, then each facet against its ``_schemaURL``."""
-    Draft202012Validator({"$ref": CORE}, registry=REGISTRY, format_checker=FORMATS).validate(event)
+    """The event against OpenLineage.json, then each facet against its ``_schemaURL``.
+
+    The event is checked twice: against ``RunEvent`` first, whose errors name the failing
+    field, then against the whole document, as the official schema is used (``oneOf``
+    RunEvent, DatasetEvent, JobEvent, which reports only "not valid under any")."""
+    for schema in ({"$ref": f"{CORE}#/$defs/RunEvent"}, {"$ref": CORE}):
+        Draft202012Validator(schema, registry=REGISTRY, format_checker=FORMATS).validate(event)
     for facet in facets_of(event):
         schema = {"$ref": facet["_schemaURL"]}
         Draft202012Validator(schema, registry=REGISTRY, format_checker=FORMATS).validate(facet)

@@ -519,6 +519,13 @@ def test_file_url_missing_file_is_source_not_found(tmp_path: Path) -> None:
     assert str(e.value) == f"{tmp_path}/nope.csv: file not found"
 
 
+def test_file_url_missing_file_masks_the_templated_part(tmp_path: Path) -> None:
+    step = url_step("file:exports/${{ env.EXPORT_TOKEN }}.csv")
+    with pytest.raises(SourceNotFoundError) as e:
+        fetch_url(step, tmp_path, env={"EXPORT_TOKEN": "tok-9f8e7d6c5b4a"})
+    assert str(e.value) == f"{tmp_path}/exports/***.csv: file not found"
+
+
 def test_file_url_with_a_host_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(FetchError) as e:
         fetch_url(url_step("file://data/cities.csv"), tmp_path)

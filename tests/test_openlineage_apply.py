@@ -64,6 +64,17 @@ COLUMNS = [
 ]
 
 
+BOTH_COMPLETE = [
+    ("START", "reconcile"),
+    ("START", RAW),
+    ("COMPLETE", RAW),
+    ("START", UPPER),
+    ("COMPLETE", UPPER),
+    ("COMPLETE", "reconcile"),
+]
+"""The events of a reconcile in which both datasets run and succeed."""
+
+
 @pytest.fixture
 def backend() -> Iterator[Backend]:
     with serve() as backend:
@@ -145,14 +156,7 @@ def test_a_reconcile_is_one_parent_run_with_a_child_run_per_dataset(
     outcomes = reconcile(repo.root, lineage=lineage)
 
     assert by_name(outcomes) == {RAW: (Status.UPDATED, 2), UPPER: (Status.UPDATED, 2)}
-    assert sequence(backend) == [
-        ("START", "reconcile"),
-        ("START", RAW),
-        ("COMPLETE", RAW),
-        ("START", UPPER),
-        ("COMPLETE", UPPER),
-        ("COMPLETE", "reconcile"),
-    ]
+    assert sequence(backend) == BOTH_COMPLETE
     sent = backend.events
     for event in sent:
         validate(event)
@@ -219,14 +223,7 @@ def test_a_reconcile_with_nothing_new_still_reports_every_dataset_run_with_zero_
     outcomes = reconcile(repo.root, Timestamp.parse("2026-02-02T00:00:00Z"), lineage=lineage)
 
     assert by_name(outcomes) == {RAW: (Status.UP_TO_DATE, 0), UPPER: (Status.UP_TO_DATE, 0)}
-    assert sequence(backend) == [
-        ("START", "reconcile"),
-        ("START", RAW),
-        ("COMPLETE", RAW),
-        ("START", UPPER),
-        ("COMPLETE", UPPER),
-        ("COMPLETE", "reconcile"),
-    ]
+    assert sequence(backend) == BOTH_COMPLETE
     sent = backend.events
     for event in sent:
         validate(event)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from gitops_repo import T1, events, reconcile, rows, slices
-from transform_repo import PRICES, STOCK, derivative, make_repo, run, ts
+from transform_repo import JOIN_QUERY, PRICES, STOCK, derivative, make_repo, run, ts
 
 from reconciler.apply import Status
 from reconciler.odf import models
@@ -91,8 +91,7 @@ def test_join_and_aggregation_with_inputs_advancing_at_different_speeds(tmp_path
         repo,
         "org.example.valued",
         [STOCK, PRICES],
-        "SELECT s.day, s.id, s.qty * p.price AS value\n"
-        "FROM `org.example.stock` AS s JOIN `org.example.prices` AS p ON s.id = p.id",
+        JOIN_QUERY,
     )
     derivative(
         repo,

@@ -11,6 +11,11 @@ from reconciler.odf import Timestamp
 
 STOCK = "org.example.stock"
 PRICES = "org.example.prices"
+JOIN_QUERY = (
+    "SELECT s.day, s.id, s.qty * p.price AS value\n"
+    "FROM `org.example.stock` AS s JOIN `org.example.prices` AS p ON s.id = p.id"
+)
+"""Stock valued at its price: a join of the two roots."""
 VOCAB = """- kind: SetVocab
       eventTimeColumn: day"""
 

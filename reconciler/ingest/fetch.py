@@ -218,7 +218,7 @@ def _fetch_url(
         )
     if scheme == "file":
         path = _file_url_path(url, base_dir, secrets)
-        return _fetch_file(path, step.event_time, prev, system_time)
+        return _fetch_file(path, step.event_time, prev, system_time, secrets)
     if scheme in ("http", "https"):
         return _fetch_http(step, url, secrets, prev, system_time, workdir, env)
     origin = _display_url(url, secrets)
@@ -438,8 +438,9 @@ def _fetch_file(
     event_time_source: models.EventTimeSource | None,
     prev: _Prev,
     system_time: Timestamp,
+    secrets: list[str],
 ) -> Fetched | UpToDate:
-    origin = str(path)
+    origin = _redact(str(path), secrets)
     try:
         stat = path.stat()
     except FileNotFoundError:
