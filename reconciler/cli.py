@@ -275,11 +275,11 @@ def verify(
         if verdict.valid:
             replayed = f", {verdict.replayed} transform(s) replayed" if verdict.replayed else ""
             typer.echo(f"{name}: valid ({verdict.blocks} block(s){replayed})")
-            continue
-        invalid += 1
-        typer.echo(f"{name}: invalid")
+        else:
+            invalid += 1
+            typer.echo(f"{name}: invalid")
         for problem in verdict.problems:
-            typer.echo(f"  {problem}")
+            typer.echo(f"  {'' if problem.fatal else 'warning: '}{problem}")
     typer.echo(f"{len(chosen)} dataset(s): {len(chosen) - invalid} valid, {invalid} invalid")
     if invalid:
         raise typer.Exit(1)

@@ -47,7 +47,7 @@ class Verdict:
 
     @property
     def valid(self) -> bool:
-        return not self.problems
+        return not any(p.fatal for p in self.problems)
 
 
 def dataset_names(repo: OdfRepository) -> dict[DatasetId, str]:
@@ -72,7 +72,7 @@ def verify_dataset(
     """Check ``name``; replay its transforms when ``spark`` is given (started on demand)."""
     dataset = repo.dataset(name)
     verdict = Verdict(name, check_integrity(dataset))
-    if verdict.problems:
+    if not verdict.valid:
         return verdict
     blocks = list(dataset.iter_blocks())
     blocks.reverse()

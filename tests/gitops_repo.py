@@ -144,6 +144,7 @@ def reconcile(
     system_time: Timestamp | None = T1,
     env: dict[str, str] | None = None,
     lineage: Lineage | None = None,
+    fetch_uncacheable: bool = False,
 ) -> list[Outcome]:
     """``reconcile`` (plan, then apply) in this process, on the test session's Spark;
     ``lineage`` receives its OpenLineage runs (none by default)."""
@@ -155,6 +156,7 @@ def reconcile(
         base_dir=root,
         env=env or {},
         system_time=system_time,
+        fetch_uncacheable=fetch_uncacheable,
     )
     return apply_plan(
         OdfRepository(config.odf_dir), plan, system_time or T0, context, lineage=lineage

@@ -273,7 +273,7 @@ def test_a_schema_change_between_files_fails_the_pull_and_commits_nothing(tmp_pa
     source(repo, "a-2.csv", "a,b,c\n2,y,z\n")
     _failed_pull_leaves_nothing(
         repo,
-        "IncompatibleSchemaError: the data does not match the dataset's schema (SetDataSchema): column 'c' is not in the dataset's schema",
+        "a-2.csv: the data does not match the dataset's schema (SetDataSchema): column 'c' is not in the dataset's schema",
     )
     # Once the file is fixed, a re-run ingests both files, exactly once.
     source(repo, "a-2.csv", "a,b\n2,y\n")
@@ -391,6 +391,37 @@ def test_url_source_uses_etags_and_reports_http_errors(tmp_path: Path, server: s
         assert failed.message.startswith(text), failed.message
         assert "s3cret" not in failed.message
         assert dataset(repo).head() == head
+
+
+def test_a_url_without_etag_or_date_is_fetched_again_only_when_asked(
+    tmp_path: Path, server: str
+) -> None:
+    events_yaml = OBS.replace(
+        'fetch: {kind: FilesGlob, path: "sources/*.csv"}',
+        f'fetch: {{kind: Url, url: "{server}/data.csv"}}',
+    )
+    repo = make_repo(tmp_path, events_yaml)
+    _Served.body, _Served.etag, _Served.status = (
+        b"observed_at,station,temp\n2020-01-01T00:00:00Z,a,1.0\n",
+        None,
+        200,
+    )
+    (first,) = reconcile(repo.root, T1)
+    assert (first.status, first.rows) == (Status.UPDATED, 1)
+    assert data_events(dataset(repo))[-1].new_source_state is None
+    fetched = len(_Served.requests)
+
+    _Served.body += b"2020-01-02T00:00:00Z,b,2.0\n"
+    (again,) = reconcile(repo.root, ts("2026-02-02T00:00:00Z"))
+    assert (again.status, again.message) == (
+        Status.UP_TO_DATE,
+        "source is uncacheable (it gave no ETag or date)",
+    )
+    assert len(_Served.requests) == fetched  # not even asked
+
+    (forced,) = reconcile(repo.root, ts("2026-02-03T00:00:00Z"), fetch_uncacheable=True)
+    assert (forced.status, forced.rows) == (Status.UPDATED, 2)
+    assert len(_Served.requests) == fetched + 1
 
 
 def test_set_vocab_renames_every_system_column(tmp_path: Path) -> None:

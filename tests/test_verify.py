@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from gitops_repo import GitOpsRepo, events, slices
 from pyspark.sql import SparkSession
@@ -151,6 +152,30 @@ def test_a_missing_data_file_is_caught(repo: GitOpsRepo) -> None:
             f"{SCALED}: invalid",
             f"  block #7: data file {path.name} is missing",
             f"{STOCK}: valid (8 block(s))",
+            "3 dataset(s): 2 valid, 1 invalid",
+        ],
+    )
+
+
+def test_a_re_encoded_file_is_accepted_for_a_derivative_only(repo: GitOpsRepo) -> None:
+    """Same records, other bytes: a derivative's data can be recomputed (a warning), a
+    root's cannot (a failure), as in §3.3."""
+    paths = [data_file(repo.odf.dataset(n)) for n in (SCALED, STOCK)]
+    for path in paths:
+        pq.write_table(pq.read_table(path), path, compression="zstd")
+    scaled, stock = paths
+    assert cli(repo.root, "--integrity") == (
+        1,
+        [
+            "org.example.prices: valid (5 block(s))",
+            f"{SCALED}: valid (8 block(s))",
+            f"  warning: block #7: data file {scaled.name} has {scaled.stat().st_size} bytes, "
+            f"the block says {last_data_event(repo.odf.dataset(SCALED)).new_data.size}; "  # type: ignore[union-attr]
+            "its records still match the logical hash",
+            f"{STOCK}: invalid",
+            f"  block #7: data file {stock.name} has {stock.stat().st_size} bytes, "
+            f"the block says {last_data_event(repo.odf.dataset(STOCK)).new_data.size}; "  # type: ignore[union-attr]
+            "its records still match the logical hash",
             "3 dataset(s): 2 valid, 1 invalid",
         ],
     )

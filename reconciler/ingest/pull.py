@@ -28,7 +28,7 @@ from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocess
 from .readers import read_data, spark_schema
-from .writer import SliceRequest, all_or_nothing, commit, stage
+from .writer import IncompatibleSchemaError, SliceRequest, all_or_nothing, commit, stage
 
 
 class IngestError(RuntimeError):
@@ -151,7 +151,10 @@ def _ingest_file(
             source_event_time=fetched.source_event_time,
             required=frozenset(f.name for f in spark_schema(schema or []) if not f.nullable),
         )
-        staged = stage(spark, dataset, state, request, work)
+        try:
+            staged = stage(spark, dataset, state, request, work)
+        except IncompatibleSchemaError as e:
+            raise IncompatibleSchemaError(f"{fetched.origin}: {e}") from None
     finally:
         if raw is not None:
             raw.unpersist()

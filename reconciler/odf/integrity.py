@@ -1,11 +1,17 @@
-"""Integrity of a stored dataset: every block and every file it references.
+"""Integrity of a stored dataset: every block and every file it references (§3.3).
 
 The chain is re-folded with every rule and every block hash checked; then each data
 slice and checkpoint named by a block must exist with the recorded size and physical
-hash. Any changed byte is a failure: files are content-addressed, so even a re-encoded
-file with the same records is not the file the block names. When a data file's bytes
-differ, its logical hash is still checked (kamu's fallback) to say whether the records
-themselves changed, which tells a repair (re-fetch the file) from a falsification.
+hash. When a data file's bytes differ, its logical hash decides, as in kamu:
+
+- a root's data cannot be produced again, so its bytes are the record: any difference
+  fails (the message still says whether the records changed, which tells a damaged
+  copy from a falsification);
+- a derivative's data can be recomputed, and Parquet is not byte-reproducible across
+  writers, so a file whose records still match the logical hash is accepted, with a
+  warning, because its name (the physical hash) no longer describes its bytes.
+
+Checkpoints are compared by size and physical hash only.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ class IntegrityProblem:
 
     message: str
     sequence_number: int | None = None
+    fatal: bool = True
+    """False for a warning: a derivative's data file re-encoded with the same records."""
 
     def __str__(self) -> str:
         where = f"block #{self.sequence_number}: " if self.sequence_number is not None else ""
@@ -33,10 +41,10 @@ class IntegrityProblem:
 
 
 def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
-    """Every problem found; an empty list means the dataset is intact."""
+    """Every problem found, warnings included; an empty list means the dataset is intact."""
     try:
         blocks = list(dataset.iter_blocks())
-        chain.fold(list(reversed(blocks)))
+        derivative = chain.fold(list(reversed(blocks))).kind is models.DatasetKind.DERIVATIVE
     except ChainRuleError as e:
         return [IntegrityProblem(str(e), e.sequence_number)]
     except (RepositoryError, ValueError) as e:
@@ -51,8 +59,10 @@ def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
             path = dataset.layout.data_file(event.new_data.physical_hash)
             problem = _check_file(path, event.new_data.size, event.new_data.physical_hash, "data")
             if problem and path.exists():
-                problem += "; " + _check_logical(path, event.new_data)
-            if problem:
+                same_records, explained = _check_logical(path, event.new_data)
+                fatal = not (same_records and derivative)
+                problems.append(IntegrityProblem(f"{problem}; {explained}", seq, fatal))
+            elif problem:
                 problems.append(IntegrityProblem(problem, seq))
         if event.new_checkpoint is not None:
             path = dataset.layout.checkpoint_file(event.new_checkpoint.physical_hash)
@@ -75,11 +85,12 @@ def _check_file(path: Path, size: int, expected: str, what: str) -> str | None:
     return None
 
 
-def _check_logical(path: Path, data: models.DataSlice) -> str:
+def _check_logical(path: Path, data: models.DataSlice) -> tuple[bool, str]:
+    """Whether the file's records match the block's logical hash, and what to say."""
     try:
         actual = logical_hash(read_file(path))
     except Exception as e:  # an unreadable file is a finding, not a crash of the check
-        return f"its records cannot be read ({type(e).__name__})"
+        return False, f"its records cannot be read ({type(e).__name__})"
     if actual != data.logical_hash:
-        return f"its records do not match logical hash {data.logical_hash} either"
-    return "its records still match the logical hash"
+        return False, f"its records do not match logical hash {data.logical_hash} either"
+    return True, "its records still match the logical hash"
