@@ -154,7 +154,10 @@ def test_push_ingests_standard_input_and_a_failed_push_changes_nothing(tmp_path:
     assert bad.returncode == 1
     last = bad.stderr.splitlines()[-1]  # the JVM's start-up lines come first
     assert last.startswith("error: org.example.pushed: ReadError: ")
-    assert last.endswith("/stdin: line 1: malformed record: {not json")
+    assert last.endswith(
+        "/stdin: line 1: malformed record: {not json: not valid JSON"
+        " (Expecting property name enclosed in double quotes at char 1)"
+    )
     unknown = run(repo.root, "push", "org.example.pushed", "-", "--source", "nope", stdin=records)
     assert (
         unknown.stderr

@@ -285,9 +285,9 @@ def test_csv_malformed_rows_are_reported_with_line_numbers(
     with pytest.raises(ReadError) as caught:
         read_data(spark, step, path, tmp_path / "work")
     assert str(caught.value) == (
-        f"{path}: line 3: malformed record: B,abc\n"
-        f"{path}: line 4: malformed record: C,3000,extra\n"
-        f"{path}: line 6: malformed record: D"
+        f"{path}: line 3: malformed record: B,abc: column population (INT): 'abc' is not a valid INT\n"
+        f"{path}: line 4: malformed record: C,3000,extra: it has 3 fields, the schema has 2\n"
+        f"{path}: line 6: malformed record: D: it has 1 field, the schema has 2"
     )
     assert caught.value.lines == (3, 4, 6)
     assert caught.value.path == path
@@ -297,7 +297,9 @@ def test_csv_ragged_rows_fail_even_without_schema(spark: SparkSession, tmp_path:
     path = write(tmp_path, "ragged.csv", "a,b\n1,2\n3,4,5\n")
     with pytest.raises(ReadError) as caught:
         read_data(spark, csv(header=True), path, tmp_path / "work")
-    assert str(caught.value) == f"{path}: line 3: malformed record: 3,4,5"
+    assert str(caught.value) == (
+        f"{path}: line 3: malformed record: 3,4,5: it has 3 fields, the header has 2"
+    )
 
 
 def test_csv_many_malformed_rows_quote_the_first_five(spark: SparkSession, tmp_path: Path) -> None:
@@ -305,9 +307,100 @@ def test_csv_many_malformed_rows_quote_the_first_five(spark: SparkSession, tmp_p
     with pytest.raises(ReadError) as caught:
         read_data(spark, csv(schema=["n INT"]), path, tmp_path / "work")
     assert str(caught.value) == "\n".join(
-        [f"{path}: line {i + 1}: malformed record: x{i}" for i in range(5)]
+        [
+            f"{path}: line {i + 1}: malformed record: x{i}: column n (INT): 'x{i}' is not a valid INT"
+            for i in range(5)
+        ]
         + [f"{path}: and 2 more malformed records"]
     )
+
+
+def test_csv_malformed_record_names_the_column_that_failed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # PERMISSIVE mode nulls only the fields that fail to convert, so the error names the
+    # first column whose value came back null, its type as the DDL spells it; a record
+    # with the wrong number of fields says so instead.
+    path = write(
+        tmp_path,
+        "data.csv",
+        "event_time,city,temperature_c,price\n"
+        "2026-11-01T00:00:00Z,oslo,12.5,80\n"
+        "2026-11-01T00:00:00Z,oslo,warm,80\n"
+        "a,b\n"
+        "yesterday,bergen,9.5,80\n"
+        "2026-11-01T00:00:00Z,bergen,9.5,1e20\n"
+        f"2026-11-01T00:00:00Z,bergen,{'9' * 70},80\n",
+    )
+    step = csv(
+        header=True,
+        schema=[
+            "event_time TIMESTAMP",
+            "city STRING",
+            "temperature_c DOUBLE",
+            "price DECIMAL(12,2)",
+        ],
+    )
+    with pytest.raises(ReadError) as caught:
+        read_data(spark, step, path, tmp_path / "work")
+    assert str(caught.value) == (
+        f"{path}: line 3: malformed record: 2026-11-01T00:00:00Z,oslo,warm,80: "
+        "column temperature_c (DOUBLE): 'warm' is not a valid DOUBLE\n"
+        f"{path}: line 4: malformed record: a,b: it has 2 fields, the schema has 4\n"
+        f"{path}: line 5: malformed record: yesterday,bergen,9.5,80: "
+        "column event_time (TIMESTAMP): 'yesterday' is not a valid TIMESTAMP\n"
+        # 1e20 has more digits than DECIMAL(12,2) holds.
+        f"{path}: line 6: malformed record: 2026-11-01T00:00:00Z,bergen,9.5,1e20: "
+        "column price (DECIMAL(12,2)): '1e20' is not a valid DECIMAL(12,2)"
+    )
+    assert caught.value.lines == (3, 4, 5, 6)
+
+
+def test_csv_malformed_record_is_split_with_the_step_quote_and_escape(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Split naively on the separator, these records would have four fields, not three.
+    path = write(tmp_path, "data.csv", '1,"Oslo, Norway",12.5\n2,"Bergen, ""west""",warm\n')
+    step = csv(schema=["id INT", "place STRING", "temperature_c DOUBLE"])
+    with pytest.raises(ReadError) as caught:
+        read_data(spark, step, path, tmp_path / "work")
+    assert str(caught.value) == (
+        f'{path}: line 2: malformed record: 2,"Bergen, ""west""",warm: '
+        "column temperature_c (DOUBLE): 'warm' is not a valid DOUBLE"
+    )
+    custom = write(tmp_path, "data.ssv", "1;'it\\'s; fine';x\n")
+    step = csv(separator=";", quote="'", escape="\\", schema=["id INT", "s STRING", "n INT"])
+    with pytest.raises(ReadError) as caught:
+        read_data(spark, step, custom, tmp_path / "work")
+    assert str(caught.value) == (
+        f"{custom}: line 1: malformed record: 1;'it\\'s; fine';x: "
+        "column n (INT): 'x' is not a valid INT"
+    )
+
+
+def test_malformed_record_keeps_the_plain_message_when_the_field_is_unknown(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # With nullValue NA, a quoted empty field is an empty string, not a null, and not an
+    # INT either; with no value to name, the error only quotes the record.
+    path = write(tmp_path, "empty.csv", '1,2\n3,""\n')
+    with pytest.raises(ReadError) as empty:
+        read_data(spark, csv(nullValue="NA", schema=["a INT", "b INT"]), path, tmp_path / "work")
+    assert str(empty.value) == f'{path}: line 2: malformed record: 3,""'
+    # Spark keeps a backslash escape outside a quote as text where Python's csv module
+    # drops it: the STRING column shows the two splits disagree, so nothing is claimed.
+    path = write(tmp_path, "escape.csv", "1,C:\\dir\\x,z\n")
+    step = csv(escape="\\", schema=["id INT", "path STRING", "n INT"])
+    with pytest.raises(ReadError) as escape:
+        read_data(spark, step, path, tmp_path / "work")
+    assert str(escape.value) == f"{path}: line 1: malformed record: 1,C:\\dir\\x,z"
+    # Spark reads single-quoted JSON, which json.loads refuses: its parsed column shows
+    # the text was JSON enough for Spark.
+    path = write(tmp_path, "quotes.ndjson", "{'id': 1, 'value': 'high'}\n")
+    step = models.ReadStepNdJson.model_validate({"schema": ["id INT", "value DOUBLE"]})
+    with pytest.raises(ReadError) as quotes:
+        read_data(spark, step, path, tmp_path / "work")
+    assert str(quotes.value) == f"{path}: line 1: malformed record: {{'id': 1, 'value': 'high'}}"
 
 
 def test_csv_null_in_not_null_column_fails(spark: SparkSession, tmp_path: Path) -> None:
@@ -411,7 +504,9 @@ def test_json_record_of_wrong_type_is_reported_by_record_number(
     step = models.ReadStepJson.model_validate({"schema": ["n INT"]})
     with pytest.raises(ReadError) as caught:
         read_data(spark, step, path, tmp_path / "work")
-    assert str(caught.value) == f'{path}: record 2: malformed record: {{"n":"x"}}'
+    assert str(caught.value) == (
+        f'{path}: record 2: malformed record: {{"n":"x"}}: column n (INT): "x" is not a valid INT'
+    )
 
 
 # ------------------------------------------------------------------------------ ndjson
@@ -444,12 +539,56 @@ def test_ndjson_malformed_lines_are_reported_with_line_numbers(
     with pytest.raises(ReadError) as caught:
         read_data(spark, step, path, tmp_path / "work")
     assert str(caught.value) == (
-        f'{path}: line 3: malformed record: {{"n": oops\n{path}: line 4: malformed record: {{"n": 1.5}}'
+        f'{path}: line 3: malformed record: {{"n": oops: not valid JSON (Expecting value at char 6)\n'
+        f'{path}: line 4: malformed record: {{"n": 1.5}}: column n (INT): 1.5 is not a valid INT'
     )
     # Without a schema, unparsable JSON is still an error, not a `_corrupt_record` column.
     with pytest.raises(ReadError) as inferred:
         read_data(spark, models.ReadStepNdJson(), path, tmp_path / "work")
-    assert str(inferred.value) == f'{path}: line 3: malformed record: {{"n": oops'
+    assert str(inferred.value) == (
+        f'{path}: line 3: malformed record: {{"n": oops: not valid JSON (Expecting value at char 6)'
+    )
+
+
+def test_ndjson_malformed_record_names_the_column_that_failed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Keys match column names exactly, as Spark's reader does: "value" is not "Value".
+    long = "very " * 20
+    path = write(
+        tmp_path,
+        "in.ndjson",
+        '{"sensor": "s1", "Value": 1.5}\n'
+        '{"sensor": "s2", "value": 2, "Value": "high"}\n'
+        f'{{"sensor": "s3", "Value": "{long}high"}}\n',
+    )
+    step = models.ReadStepNdJson.model_validate({"schema": ["sensor STRING", "Value DOUBLE"]})
+    with pytest.raises(ReadError) as caught:
+        read_data(spark, step, path, tmp_path / "work")
+    assert str(caught.value) == (
+        f'{path}: line 2: malformed record: {{"sensor": "s2", "value": 2, "Value": "high"}}: '
+        'column Value (DOUBLE): "high" is not a valid DOUBLE\n'
+        f'{path}: line 3: malformed record: {{"sensor": "s3", "Value": "{long}high"}}: '
+        f'column Value (DOUBLE): "{long[:59]}… is not a valid DOUBLE'
+    )
+
+
+def test_ndjson_malformed_record_that_is_not_json_says_why(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        "in.ndjson",
+        '{"sensor": "s1", "value": 1.5}\n{"sensor": "s2" "value": 2}\n"s3"\n',
+    )
+    step = models.ReadStepNdJson.model_validate({"schema": ["sensor STRING", "value DOUBLE"]})
+    with pytest.raises(ReadError) as caught:
+        read_data(spark, step, path, tmp_path / "work")
+    assert str(caught.value) == (
+        f'{path}: line 2: malformed record: {{"sensor": "s2" "value": 2}}: '
+        "not valid JSON (Expecting ',' delimiter at char 16)\n"
+        f'{path}: line 3: malformed record: "s3": not a JSON object'
+    )
 
 
 def test_ndjson_keys_match_schema_names_case_sensitively(
@@ -518,9 +657,11 @@ def test_ndgeojson_errors_name_the_source_line(spark: SparkSession, tmp_path: Pa
     assert str(caught.value) == (
         f"{path}: line 1: malformed record: "
         r'{"id":0,"name":"A","geometry":"{\"coordinates\":[1.5,2.0],\"type\":\"Point\"}"}'
+        ': column name (INT): "A" is not a valid INT'
         f"\n{path}: line 3: malformed record: "
         r'{"id":1,"name":"B","geometry":"{\"coordinates\":[[[0.0,0.0],[10.0,0.0],[10.0,10.0],'
         r'[0.0,10.0],[0.0,0.0]]],\"type\":\"Polygon\"}"}'
+        ': column name (INT): "B" is not a valid INT'
     )
     not_feature = write(tmp_path, "bad.ndgeojson", FEATURES[0] + '\n{"type": "Point"}\n')
     with pytest.raises(ReadError) as wrong:

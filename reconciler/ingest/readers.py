@@ -16,6 +16,9 @@ hashed into the chain forever:
   INT column, a wrong number of CSV fields, a JSON ``1.5`` or ``"x"`` for an INT and
   unparsable JSON: the row is kept with nulls and its text in the corrupt column, no
   exception; ANSI only affects casts in queries (such as the Parquet schema cast).
+  Spark does not say why a record failed, but it nulls only the fields that failed to
+  convert, so the error also says, where it can tell, which column (and value) failed,
+  that the CSV field count is wrong, or that the text is not JSON.
 * **The read schema replaces inference** (as in kamu): columns are taken by name and
   type from the DDL, and without one, CSV columns are all strings unless ``inferSchema``.
 
@@ -33,6 +36,7 @@ The returned DataFrame is cached (it is the checked data); unpersist it when don
 from __future__ import annotations
 
 import codecs
+import csv
 import json
 import re
 import tempfile
@@ -93,7 +97,14 @@ _SCALARS: dict[str, DataType] = {
 _MAX_PRECISION = 38  # Spark's DecimalType limit
 _DECIMAL = re.compile(r"decimal\((\d+)(?:,(\d+))?\)")
 _GLOB = re.compile(r"([\\\[\]{}*?])")
+_VALUE_CHARS = 60
+"""How much of a field's value a malformed-record error quotes."""
+_JSON_PARTIAL = "spark.sql.json.enablePartialResults"
+"""Spark's switch (on by default) to keep the good fields of a bad JSON record."""
 T = TypeVar("T")
+_Explain = Callable[[str, Sequence[str | None]], str | None]
+"""Why a malformed record failed, from its raw text and its columns as Spark parsed them
+(cast to strings, None where null), or None when that cannot be told."""
 
 
 class ReadError(Exception):
@@ -315,12 +326,15 @@ def _read_csv(
     schema: StructType | None,
 ) -> DataFrame | None:
     header = {"header": str(source.header).lower()}
+    declared = schema is not None
     if schema is None:
         schema = _csv_inferred(spark, source, options | header, infer)
         if not schema.fields:
             return None
+    width = "the schema" if declared else "the header" if source.header else "the first record"
     frame = _load(spark, "csv", options | header | _permissive(), _with_corrupt(schema), source)
-    return _checked(frame, source, _required(schema), corrupt=True)
+    explain = _csv_explainer(options, schema, width)
+    return _checked(frame, source, _required(schema), corrupt=True, explain=explain)
 
 
 def _csv_inferred(
@@ -348,6 +362,55 @@ def _csv_inferred(
     )
 
 
+def _csv_explainer(options: dict[str, str], schema: StructType, width: str) -> _Explain:
+    """Why a CSV record is malformed: its text split again with Python's ``csv`` module
+    as the options say, then a field count other than the schema's (``width`` names
+    where that count comes from), or the first column with a value (neither empty nor
+    ``nullValue``) that Spark could not convert, PERMISSIVE mode leaving it null and the
+    other columns parsed. If a STRING column differs from the split text, this split
+    disagrees with Spark's (the two differ on an escape character outside quotes), and
+    nothing is claimed."""
+    null_value = options.get("nullValue", "")
+    absent = ("", null_value)
+
+    def explain(text: str, parsed: Sequence[str | None]) -> str | None:
+        fields = _csv_split(text, options)
+        if fields is None:
+            return None
+        for field, raw, value in zip(schema, fields, parsed, strict=False):
+            if isinstance(field.dataType, StringType) and raw not in absent and value != raw:
+                return None
+        if len(fields) != len(schema):
+            many = "field" if len(fields) == 1 else "fields"
+            return f"it has {len(fields)} {many}, {width} has {len(schema)}"
+        for field, raw, value in zip(schema, fields, parsed, strict=True):
+            if value is None and raw not in absent:
+                return _not_valid(field, repr(_clip(raw, _VALUE_CHARS)))
+        return None
+
+    return explain
+
+
+def _csv_split(text: str, options: dict[str, str]) -> list[str] | None:
+    """One CSV line's fields as ``_csv_options`` has Spark read them: the escape
+    character is the quote doubled (RFC 4180) or a character before a quote; an empty
+    quote turns quoting off."""
+    quote, escape = options["quote"], options["escape"]
+    try:
+        reader = csv.reader(
+            [text],
+            delimiter=options["sep"],
+            quotechar=quote or None,
+            quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
+            doublequote=bool(quote) and escape == quote,
+            escapechar=escape if quote and escape and escape != quote else None,
+            strict=False,
+        )
+        return next(reader, [])
+    except (csv.Error, TypeError, ValueError):
+        return None
+
+
 # --------------------------------------------------------------------------------- json
 
 
@@ -370,7 +433,41 @@ def _read_ndjson(
         if not inferred.fields:
             return None
     frame = _load(spark, "json", options, _with_corrupt(schema), source)
-    return _checked(frame, source, _required(schema), corrupt=True)
+    partial = (spark.conf.get(_JSON_PARTIAL, "true") or "").lower() == "true"
+    explain = _json_explainer(schema, columns=partial)
+    return _checked(frame, source, _required(schema), corrupt=True, explain=explain)
+
+
+def _json_explainer(schema: StructType, *, columns: bool) -> _Explain:
+    """Why a JSON record is malformed: text that ``json.loads`` refuses, a value that is
+    not an object, or the first column whose key (matched exactly, as Spark's reader
+    does) has a value Spark could not convert, PERMISSIVE mode leaving it null and the
+    other columns parsed. Spark also accepts single-quoted JSON, so "not valid JSON" is
+    said only when Spark got no column from the record either. Without ``columns``
+    (Spark's JSON partial results turned off, every column of a bad record null) no
+    column is named."""
+
+    def explain(text: str, parsed: Sequence[str | None]) -> str | None:
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as e:
+            if any(value is not None for value in parsed):
+                return None
+            return f"not valid JSON ({e.msg} at char {e.pos})"
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(record, dict):
+            return None if isinstance(record, list) else "not a JSON object"
+        if not columns:
+            return None
+        for field, value in zip(schema, parsed, strict=True):
+            raw = record.get(field.name)
+            if value is None and raw is not None:
+                quoted = json.dumps(raw, ensure_ascii=False)
+                return _not_valid(field, _clip(quoted, _VALUE_CHARS))
+        return None
+
+    return explain
 
 
 def _read_json(
@@ -503,27 +600,28 @@ def _first_line(error: Exception) -> str:
 
 
 def _checked(
-    frame: DataFrame, source: _Source, required: Sequence[str], *, corrupt: bool
+    frame: DataFrame,
+    source: _Source,
+    required: Sequence[str],
+    *,
+    corrupt: bool,
+    explain: _Explain | None = None,
 ) -> DataFrame:
     """Cache ``frame`` and check it in one pass: no malformed record, no null in a NOT
-    NULL column. Returns the cached data without the corrupt-record column."""
+    NULL column. Returns the cached data without the corrupt-record column. The first
+    ``SHOWN`` malformed records are collected with their parsed columns (as strings),
+    from which ``explain`` tells why each failed."""
     frame = frame.cache()
     checks = [F.count_if(_col(CORRUPT).isNotNull())] if corrupt else [F.lit(0)]
     checks += [F.count_if(_col(name).isNull()) for name in required]
     try:
         counts = _run(source, lambda: frame.agg(*checks).first())
         if counts[0]:
-            texts = _run(
-                source,
-                lambda: [
-                    r[0]
-                    for r in frame.where(_col(CORRUPT).isNotNull())
-                    .select(CORRUPT)
-                    .limit(SHOWN)
-                    .collect()
-                ],
-            )
-            raise _malformed(source, counts[0], texts)
+            parsed = [_col(c).cast("string") for c in frame.columns if c != CORRUPT]
+            bad = frame.where(_col(CORRUPT).isNotNull()).select(_col(CORRUPT), *parsed)
+            found = _run(source, lambda: bad.limit(SHOWN).collect())
+            records = [(r[0], explain(r[0], r[1:]) if explain else None) for r in found]
+            raise _malformed(source, counts[0], records)
         nulls = [(n, c) for n, c in zip(required, counts[1:], strict=True) if c]
         if nulls:
             raise ReadError(
@@ -540,17 +638,24 @@ def _checked(
     return frame.drop(CORRUPT) if corrupt else frame
 
 
-def _malformed(source: _Source, count: int, texts: Sequence[str]) -> ReadError:
-    """Quote the malformed records at their lines in the file. Spark gives each bad
-    record's raw text but not where it was, so the file is scanned for those texts;
-    every line with such a text is itself malformed (parsing is deterministic)."""
-    located = list(_locate(source, set(texts)))
+def _malformed(source: _Source, count: int, records: Sequence[tuple[str, str | None]]) -> ReadError:
+    """Quote the malformed records, each with why it failed when known, at their lines
+    in the file. Spark gives each bad record's raw text but not where it was, so the
+    file is scanned for those texts; every line with such a text is itself malformed,
+    for the same reason (parsing is deterministic)."""
+    reasons: dict[str, str | None] = {}
+    for text, reason in records:
+        reasons.setdefault(text, reason)
+
+    def quoted(text: str) -> str:
+        reason = reasons.get(text)
+        return f"malformed record: {_clip(text)}" + (f": {reason}" if reason else "")
+
+    located = list(_locate(source, set(reasons)))
     if located:
-        messages = [
-            f"{source.path}: {source.label(n)}: malformed record: {_clip(t)}" for n, t in located
-        ]
+        messages = [f"{source.path}: {source.label(n)}: {quoted(t)}" for n, t in located]
     else:
-        messages = [f"{source.path}: malformed record: {_clip(t)}" for t in texts]
+        messages = [f"{source.path}: {quoted(t)}" for t, _ in records]
     if count > len(messages):
         messages.append(f"{source.path}: and {count - len(messages)} more malformed records")
     return ReadError("\n".join(messages), path=source.path, lines=tuple(n for n, _ in located))
@@ -568,6 +673,12 @@ def _locate(source: _Source, texts: set[str]) -> Iterator[tuple[int, str]]:
                 found += 1
                 if found == SHOWN:
                     return
+
+
+def _not_valid(field: StructField, value: str) -> str:
+    """A column's value that does not convert, its type in DDL spelling."""
+    type_name = field.dataType.simpleString().upper()
+    return f"column {field.name} ({type_name}): {value} is not a valid {type_name}"
 
 
 def _clip(text: str, limit: int = 200) -> str:
