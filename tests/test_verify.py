@@ -107,7 +107,7 @@ def checkpoint_file(ds: Dataset) -> Path:
 @pytest.mark.parametrize(
     ("name", "target", "expected"),
     [
-        (SCALED, head_block, "{root}: block {hash} hashes to "),
+        (SCALED, head_block, "block {hash} was changed: its bytes hash to "),
         (SCALED, data_file, "block #7: data file bytes do not match physical hash {hash}"),
         (
             SCALED,
@@ -154,6 +154,17 @@ def test_a_missing_data_file_is_caught(repo: GitOpsRepo) -> None:
             f"{STOCK}: valid (8 block(s))",
             "3 dataset(s): 2 valid, 1 invalid",
         ],
+    )
+
+
+def test_a_missing_block_is_caught(repo: GitOpsRepo) -> None:
+    ds = repo.odf.dataset(STOCK)
+    (_, newest), (older, _) = list(ds.iter_blocks())[:2]
+    ds.layout.block(older).unlink()
+    assert newest.prev_block_hash == older
+    assert cli(repo.root, "--integrity", STOCK) == (
+        1,
+        [f"{STOCK}: invalid", f"  block {older} is missing", "1 dataset(s): 0 valid, 1 invalid"],
     )
 
 

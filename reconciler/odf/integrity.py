@@ -22,7 +22,7 @@ from pathlib import Path
 from . import chain, models
 from .chain import ChainRuleError
 from .hashing import logical_hash, physical_hash
-from .repository import Dataset, RepositoryError
+from .repository import BlockHashMismatchError, BlockNotFoundError, Dataset, RepositoryError
 from .slices import read_file
 
 
@@ -47,6 +47,10 @@ def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
         derivative = chain.fold(list(reversed(blocks))).kind is models.DatasetKind.DERIVATIVE
     except ChainRuleError as e:
         return [IntegrityProblem(str(e), e.sequence_number)]
+    except BlockHashMismatchError as e:
+        return [IntegrityProblem(f"block {e.expected} was changed: its bytes hash to {e.actual}")]
+    except BlockNotFoundError as e:
+        return [IntegrityProblem(f"block {e.hash} is missing")]
     except (RepositoryError, ValueError) as e:
         return [IntegrityProblem(str(e))]
     problems: list[IntegrityProblem] = []
