@@ -148,6 +148,9 @@ def reconcile(
 ) -> list[Outcome]:
     """``reconcile`` (plan, then apply) in this process, on the test session's Spark;
     ``lineage`` receives its OpenLineage runs (none by default)."""
+    # Started here with the test settings: planning may validate a query, and would
+    # otherwise start the process's one session with the repository's settings.
+    get_spark(TEST_SETTINGS)
     config = RepoConfig.load(root)
     plan = make_plan(config, PlanRequest())
     assert not plan.has_errors, [str(p) for p in plan.problems]

@@ -25,6 +25,9 @@ from transform_repo import JOIN_QUERY, PRICES, STOCK, derivative, make_repo, ts
 
 from reconciler.odf import models
 
+# The local half runs in this process: on the test session's Spark, like every other test.
+pytestmark = pytest.mark.usefixtures("spark")
+
 SPARK_HOME = Path(pyspark.__file__).parent
 
 
