@@ -103,14 +103,21 @@ def main() -> None:
         baseline = min(runs)
         rate = args.rows / baseline
         print(f"baseline spark.read.csv().write.parquet(): {baseline:.2f} s ({rate:,.0f} rows/s)")
+        # Like the baseline, the better of two runs (each into a new dataset); the first
+        # run of the first strategy also pays for warming up the JVM's code paths.
         for label, merge in MERGES.items():
-            root = work / f"full-{label}"
-            root.mkdir()
-            new_dataset(root, label, str(big), merge)
-            seconds, rows = timed_pull(root, label, context)
+            runs = []
+            for attempt in range(2):
+                root = work / f"full-{label}-{attempt}"
+                root.mkdir()
+                new_dataset(root, label, str(big), merge)
+                runs.append(timed_pull(root, label, context))
+            seconds, rows = min(runs)
             print(
                 f"{label:8s} ingest: {seconds:.2f} s ({rows / seconds:,.0f} rows/s), "
-                f"{seconds / baseline:.1f}x the baseline"
+                f"{seconds / baseline:.1f}x the baseline (runs: "
+                + ", ".join(f"{s:.2f} s" for s, _ in runs)
+                + ")"
             )
 
         print(f"\n1st vs {args.rounds}th ingest of {args.batch:,} new rows")
