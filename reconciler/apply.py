@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .apply_metadata import apply_dataset, delete_dataset
+from .engine.errors import first_line
 from .ingest.pull import IngestContext, PullResult, pull_polling
 from .odf import Timestamp
 from .odf.multiformat import DatasetId
@@ -56,7 +57,7 @@ def describe(error: BaseException) -> str:
     py4j only the first line is kept: the rest is the JVM's stack."""
     text = str(error).strip()
     if type(error).__module__.split(".")[0] in ("pyspark", "py4j"):
-        text = text.splitlines()[0] if text else ""
+        text = first_line(text)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 

@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .engine.errors import first_line
 from .engine.query_check import OUTPUT_STEP, QueryError, apply_transform
 from .odf import models
-from .odf.arrow_schema import decode_arrow_schema
 from .odf.repository import Dataset, OdfRepository
 from .odf.timestamps import Timestamp
 
@@ -61,7 +61,6 @@ TABLE_LIMIT = 100
 _STEP_PREFIX = f"step `{OUTPUT_STEP}`: "
 # query_check's words for a statement that is not a query, written for transform steps
 _NOT_A_QUERY = "only a query (SELECT, WITH, VALUES, TABLE) may be a step"
-_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
 _ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})
 _CSV_SPECIAL = re.compile(r'[",\r\n]')
 
@@ -113,7 +112,7 @@ def run_sql(
         total = frame.count() if count_total else None
         return SqlResult(table.slice(0, limit), total)
     except Exception as e:  # raised by the JVM while running: ANSI errors, missing files
-        raise SqlError(_first_line(e)) from None
+        raise SqlError(first_line(str(e), type(e).__name__)) from None
 
 
 def analyse(spark: SparkSession, repo: OdfRepository, query: str) -> DataFrame:
@@ -138,7 +137,7 @@ def dataset_views(spark: SparkSession, repo: OdfRepository) -> dict[str, DataFra
         try:
             frame = _dataset_frame(spark, repo.dataset(name))
         except Exception as e:  # a broken chain, a type Spark lacks, a missing data file
-            raise SqlError(f"{name}: {_first_line(e)}") from None
+            raise SqlError(f"{name}: {first_line(str(e), type(e).__name__)}") from None
         if frame is not None:
             views[name] = frame
     return views
@@ -150,30 +149,19 @@ def _dataset_frame(spark: SparkSession, dataset: Dataset) -> DataFrame | None:
     Offsets grow with the chain, so ordering by offset gives the rows as written; Spark
     drops the sort where the query does not need it (under an aggregation, say).
     """
-    from pyspark.sql.functions import col
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from .engine.stored_rows import stored_rows
 
     state = dataset.state()
     if state.data_schema is None:
         return None
-    schema = from_arrow_schema(decode_arrow_schema(state.data_schema))
     files = [
-        str(dataset.layout.data_file(event.new_data.physical_hash))
+        dataset.layout.data_file(event.new_data.physical_hash)
         for _, block in dataset.iter_blocks(state.head)
         if isinstance(event := block.event, models.AddData | models.ExecuteTransform)
         and event.new_data is not None
     ]
-    if not files:
-        return spark.createDataFrame([], schema)
-    offset = col("`" + state.vocabulary().offset_column.replace("`", "``") + "`")
-    return spark.read.schema(schema).parquet(*reversed(files)).orderBy(offset)
-
-
-def _first_line(error: BaseException) -> str:
-    """The engine's message without the JVM's stack, the SQL echoed back or SQLSTATE."""
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else type(error).__name__
-    return _SQLSTATE.sub("", first)
+    files.reverse()
+    return stored_rows(spark, state.data_schema, files, state.vocabulary().offset_column)
 
 
 # Rendering

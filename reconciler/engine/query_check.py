@@ -31,13 +31,13 @@ from pyspark.errors.exceptions.captured import capture_sql_exception
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
+from reconciler.engine.errors import first_line
 from reconciler.engine.sandbox import SandboxError, check_parsed, check_plan
 from reconciler.odf.models import TransformSql
 from reconciler.plan.model import Column, QueryCheck
 
 OUTPUT_STEP = "output"  # how errors name the last, alias-less step
 
-_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
 _TRAILING_SEMICOLONS = re.compile(r"[\s;]+\Z")
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -174,8 +174,7 @@ def _require_query(spark: SparkSession, label: str, query: str) -> Any:
 def _engine_message(error: AnalysisException | ParseException) -> str:
     """The engine's own message, first line only: later lines are the analysed plan,
     the SQL echoed back, or generic advice about catalogs and search paths."""
-    lines = error.getMessage().strip().splitlines() or [str(error)]
-    return _SQLSTATE.sub("", lines[0])
+    return first_line(error.getMessage(), str(error))
 
 
 def _engine_line(error: AnalysisException | ParseException, query: str) -> int | None:

@@ -67,6 +67,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..engine.errors import first_line
 from ..odf import models
 from ..plan.ddl import DdlError, parse_columns
 from . import geo
@@ -591,12 +592,8 @@ def _run(source: _Source, action: Callable[[], T]) -> T:
     try:
         return action()
     except _SPARK_ERRORS as e:
-        raise ReadError(f"{source.path}: {_first_line(e)}", path=source.path) from None
-
-
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+        message = first_line(str(e), type(e).__name__)
+        raise ReadError(f"{source.path}: {message}", path=source.path) from None
 
 
 def _checked(

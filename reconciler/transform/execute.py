@@ -20,10 +20,10 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
-from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import IntegerType, IntegralType
 
 from ..engine.query_check import QueryError, apply_transform
+from ..engine.stored_rows import stored_rows
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..ingest.frames import column, is_time, normalize_timestamps
 from ..ingest.writer import (
@@ -110,13 +110,10 @@ def stage_transform(
 def _input_frame(spark: SparkSession, source: InputSlice) -> DataFrame:
     """The input's unconsumed rows in offset order, typed by its SetDataSchema."""
     assert source.schema is not None
-    schema = from_arrow_schema(decode_arrow_schema(source.schema))
     interval = source.interval
-    if not source.data_files or interval is None:
-        return spark.createDataFrame([], schema)
-    offset = column(source.dataset.state().vocabulary().offset_column)
-    frame = spark.read.schema(schema).parquet(*[str(p) for p in source.data_files])
-    return frame.where(offset.between(*interval)).orderBy(offset)
+    files = source.data_files if interval is not None else []
+    offset_column = source.dataset.state().vocabulary().offset_column
+    return stored_rows(spark, source.schema, files, offset_column, interval)
 
 
 def _checked_output(output: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:
