@@ -15,7 +15,7 @@ import pytest
 
 from reconciler.config import ConfigError
 from reconciler.engine.query_check import check_query, columns_from_schema
-from reconciler.engine.session import SparkSettings, spark_started
+from reconciler.engine.session import LOG_CONFIG, SparkSettings, spark_started
 from reconciler.odf.models import SqlQueryStep, TransformSql
 from reconciler.plan.model import Column, QueryCheck
 
@@ -338,7 +338,7 @@ def test_settings_default_without_pyproject(tmp_path: Path) -> None:
         "spark.sql.shuffle.partitions": "4",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
-        "spark.log.level": "WARN",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.ansi.enabled": "true",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",

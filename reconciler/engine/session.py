@@ -31,6 +31,7 @@ MASTER_ENV = "RECONCILER_SPARK_MASTER"
 CONF_ENV = "RECONCILER_SPARK_CONF"
 LOCAL_IP_ENV = "SPARK_LOCAL_IP"
 LOOPBACK = "127.0.0.1"
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 # Settings the reconciler's results depend on; a repository may not change them.
 FIXED_CONF: Mapping[str, str] = {
@@ -59,8 +60,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     # which its conf table then sets.
     "spark.driver.host": LOOPBACK,
     "spark.driver.bindAddress": LOOPBACK,
-    # Spark logs INFO by default, which buries the plan's own output.
-    "spark.log.level": "WARN",
+    # Spark logs INFO by default and announces its logging set-up on every start, which
+    # buries the reconciler's own report: warnings and errors only (log4j2.properties).
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
 }
 
 
