@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .apply_metadata import apply_dataset, delete_dataset
-from .engine.errors import first_line
+from .engine.errors import describe
 from .ingest.pull import IngestContext, PullResult, pull_polling
 from .odf import Timestamp
 from .odf.multiformat import DatasetId
@@ -50,15 +50,6 @@ class Outcome:
     data_blocks: int = 0
     rows: int = 0
     message: str = ""
-
-
-def describe(error: BaseException) -> str:
-    """An error for the report: its type and message. Of an error raised by Spark or
-    py4j only the first line is kept: the rest is the JVM's stack."""
-    text = str(error).strip()
-    if type(error).__module__.split(".")[0] in ("pyspark", "py4j"):
-        text = first_line(text)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def apply_plan(

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from . import log_view
-from .apply import Outcome, Status, apply_plan, describe
+from .apply import Outcome, Status, apply_plan
 from .config import ConfigError, RepoConfig
+from .engine.errors import describe
 from .gitops import GitError
 from .ingest.pull import IngestContext, push_file
 from .odf import Timestamp
@@ -268,7 +269,7 @@ def verify(
     if missing:
         raise _fail(f"error: dataset {missing[0]!r} not found in {session.config.odf_dir}")
     spark = None if integrity else session.ingest_context().spark
-    ids = dataset_names(repo)
+    ids = {} if integrity else dataset_names(repo)  # only a replay resolves inputs
     invalid = 0
     for name in chosen:
         verdict = verify_dataset(repo, name, ids, spark)

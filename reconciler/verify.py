@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .engine.errors import describe
 from .odf import models
 from .odf.chain import ChainState
-from .odf.integrity import IntegrityProblem, check_integrity
+from .odf.integrity import IntegrityProblem, inspect_dataset
 from .odf.models import MetadataBlock
 from .odf.multiformat import DatasetId, Multihash
 from .odf.repository import Dataset, OdfRepository, RepositoryError
@@ -71,15 +72,11 @@ def verify_dataset(
 ) -> Verdict:
     """Check ``name``; replay its transforms when ``spark`` is given (started on demand)."""
     dataset = repo.dataset(name)
-    verdict = Verdict(name, check_integrity(dataset))
-    if not verdict.valid:
+    inspection = inspect_dataset(dataset)
+    verdict = Verdict(name, inspection.problems, len(inspection.blocks))
+    if not verdict.valid or spark is None:
         return verdict
-    blocks = list(dataset.iter_blocks())
-    blocks.reverse()
-    verdict.blocks = len(blocks)
-    if spark is None:
-        return verdict
-    for state, hash_, block in _transform_runs(blocks):
+    for state, hash_, block in _transform_runs(inspection.blocks):
         problem = _replay(spark(), dataset, repo, names, state, hash_, block)
         verdict.replayed += 1
         if problem is not None:
@@ -107,7 +104,6 @@ def _replay(
     hash_: Multihash,
     block: MetadataBlock,
 ) -> IntegrityProblem | None:
-    from .apply import describe
     from .transform.execute import stage_transform
     from .transform.inputs import recorded_inputs
 

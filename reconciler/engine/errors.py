@@ -5,6 +5,7 @@ analysed plan or the SQL echoed back; the first line says what went wrong. Spark
 ends that line with ``SQLSTATE: <code>``, which means nothing to the reader of a plan
 or a run report. Every place that reports an engine error uses this one reduction, so
 the same failure reads the same in ``--plan``, ``reconcile`` and ``reconcile sql``.
+``describe`` gives any error, engine or not, as one line for a run report.
 """
 
 from __future__ import annotations
@@ -19,3 +20,12 @@ def first_line(text: str, fallback: str = "") -> str:
     when there is none."""
     lines = text.strip().splitlines()
     return _SQLSTATE.sub("", lines[0]) if lines else fallback
+
+
+def describe(error: BaseException) -> str:
+    """An error for the report: its type and message. Of an error raised by Spark or
+    py4j only the first line is kept: the rest is the JVM's stack."""
+    text = str(error).strip()
+    if type(error).__module__.split(".")[0] in ("pyspark", "py4j"):
+        text = first_line(text)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -22,6 +22,8 @@ from pathlib import Path
 from . import chain, models
 from .chain import ChainRuleError
 from .hashing import logical_hash, physical_hash
+from .models import MetadataBlock
+from .multiformat import Multihash
 from .repository import BlockHashMismatchError, BlockNotFoundError, Dataset, RepositoryError
 from .slices import read_file
 
@@ -40,21 +42,37 @@ class IntegrityProblem:
         return where + self.message
 
 
+@dataclass(frozen=True)
+class Inspection:
+    """What ``inspect_dataset`` found, and the blocks it read (oldest first) for a caller that
+    goes on to use them; no blocks when the chain itself could not be read or folded."""
+
+    problems: list[IntegrityProblem]
+    blocks: list[tuple[Multihash, MetadataBlock]]
+
+
 def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
     """Every problem found, warnings included; an empty list means the dataset is intact."""
+    return inspect_dataset(dataset).problems
+
+
+def inspect_dataset(dataset: Dataset) -> Inspection:
+    """Check the chain, then every file its blocks name, reading each block once."""
     try:
         blocks = list(dataset.iter_blocks())
-        derivative = chain.fold(list(reversed(blocks))).kind is models.DatasetKind.DERIVATIVE
+        blocks.reverse()
+        derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
     except ChainRuleError as e:
-        return [IntegrityProblem(str(e), e.sequence_number)]
+        return Inspection([IntegrityProblem(str(e), e.sequence_number)], [])
     except BlockHashMismatchError as e:
-        return [IntegrityProblem(f"block {e.expected} was changed: its bytes hash to {e.actual}")]
+        changed = f"block {e.expected} was changed: its bytes hash to {e.actual}"
+        return Inspection([IntegrityProblem(changed)], [])
     except BlockNotFoundError as e:
-        return [IntegrityProblem(f"block {e.hash} is missing")]
+        return Inspection([IntegrityProblem(f"block {e.hash} is missing")], [])
     except (RepositoryError, ValueError) as e:
-        return [IntegrityProblem(str(e))]
+        return Inspection([IntegrityProblem(str(e))], [])
     problems: list[IntegrityProblem] = []
-    for _, block in reversed(blocks):
+    for _, block in blocks:
         event = block.event
         if not isinstance(event, models.AddData | models.ExecuteTransform):
             continue
@@ -75,7 +93,7 @@ def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
             )
             if problem:
                 problems.append(IntegrityProblem(problem, seq))
-    return problems
+    return Inspection(problems, blocks)
 
 
 def _check_file(path: Path, size: int, expected: str, what: str) -> str | None:
