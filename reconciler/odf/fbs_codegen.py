@@ -1,4 +1,4 @@
-"""Regenerate the Python FlatBuffers code in ``reconciler/odf/fbs`` from ``schemas/odf.fbs``.
+"""Regenerate the Python FlatBuffers code in ``reconciler/odf/fbs`` from ``reconciler/schemas/odf.fbs``.
 
 The generated object API is our codec (``codec.py`` drives it), so it must always match
 the schema: ``python -m reconciler.odf.fbs_codegen`` rewrites it, and a test regenerates
@@ -13,8 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = REPO_ROOT / "schemas" / "odf.fbs"
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "odf.fbs"
 PACKAGE_DIR = Path(__file__).resolve().parent / "fbs"
 FLATC_ARGS = ("--python", "--gen-object-api")
 

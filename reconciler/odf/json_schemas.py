@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-SCHEMA_DIR: Path = Path(__file__).resolve().parents[2] / "schemas"
+SCHEMA_DIR: Path = Path(__file__).resolve().parents[1] / "schemas"
 """The repository's ``schemas/`` folder (this file is ``reconciler/odf/...``)."""
 
 SCHEMA_BASE_URI = "https://reconciler.local/schemas/"

@@ -4,7 +4,7 @@ The models accept the ODF JSON/YAML form: camelCase keys, ``kind``-tagged unions
 the camelCase and lower-case tag spellings kamu accepts), enums by name, RFC 3339
 timestamps kept to the nanosecond, multibase hashes, ``did:odf`` ids, and unknown keys
 rejected. ``model_dump(mode="json", by_alias=True, exclude_none=True)`` gives that form
-back. Class names equal the FlatBuffers table names in ``schemas/odf.fbs`` and field
+back. Class names equal the FlatBuffers table names in ``reconciler/schemas/odf.fbs`` and field
 names equal its field names, which is what lets ``codec`` map between the two without a
 per-type table.
 """

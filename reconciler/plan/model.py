@@ -2,7 +2,7 @@
 
 A plan is computed without side effects (``builder.build_plan``), rendered by functions
 that only read it (text, Markdown, JSON), and executed by apply. Keeping it plain,
-frozen data is what makes the JSON form (``schemas/plan.json``) a faithful, versioned
+frozen data is what makes the JSON form (``reconciler/schemas/plan.json``) a faithful, versioned
 copy that CI can save and a reviewer can trust.
 """
 

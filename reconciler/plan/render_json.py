@@ -1,4 +1,4 @@
-"""The JSON form of a plan, described by ``schemas/plan.json``, for CI and other tools.
+"""The JSON form of a plan, described by ``reconciler/schemas/plan.json``, for CI and other tools.
 
 Terraform's ``show -json`` is the model: a versioned document a machine can save and
 read back without parsing text meant for people. Keys are camelCase like the ODF JSON
