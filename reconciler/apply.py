@@ -11,14 +11,22 @@ Datasets with nothing new still get a run (with ``rowCount`` 0), so that a linea
 backend sees every scheduled run and can tell "ran, nothing new" from "did not run".
 Skipped datasets (an input failed), deletions and orphans get none. The parent FAILs
 when any dataset failed or was skipped, as the command's exit code does.
+
+An apply holds the repository lock (``odf/lock.py``) and first sweeps away what a crashed
+run left (``OdfRepository.remove_leftovers``). The CLI takes the lock before it plans, so
+that a run that waited plans against what the previous one wrote; the lock is reentrant,
+so ``apply_plan`` then shares it, and a caller that took none gets it here (or fails at
+once with ``RepositoryLockedError`` naming the holder).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
 
 from .apply_metadata import apply_dataset, delete_dataset
 from .engine.errors import describe
@@ -52,6 +60,25 @@ class Outcome:
     message: str = ""
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _under_the_lock(
+    apply: Callable[Concatenate[OdfRepository, _P], _R],
+) -> Callable[Concatenate[OdfRepository, _P], _R]:
+    """Run ``apply`` holding the repository lock, after sweeping leftovers of crashes."""
+
+    @functools.wraps(apply)
+    def locked(repo: OdfRepository, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with repo.lock("reconcile apply"):
+            repo.remove_leftovers()
+            return apply(repo, *args, **kwargs)
+
+    return locked
+
+
+@_under_the_lock
 def apply_plan(
     repo: OdfRepository,
     plan: Plan,
@@ -59,11 +86,17 @@ def apply_plan(
     context: IngestContext,
     report: Callable[[Outcome], None] = lambda _: None,
     lineage: Lineage | None = None,
+    *,
+    start: Callable[[str], None] = lambda _: None,
+    selected: Collection[str] | None = None,
 ) -> list[Outcome]:
-    """Carry out ``plan``; ``report`` hears of each dataset as soon as it is done.
+    """Carry out ``plan``; ``report`` hears of each dataset as soon as it is done, and
+    ``start`` when its work begins (a progress view shows it running).
 
     ``lineage`` receives the OpenLineage runs (see the module docstring); the default
     sends none. It is finished (and its client closed) when this returns or raises.
+    ``selected`` limits the run to those datasets (``--select``); the others are left
+    as they are, and their existing data is still read by selected readers.
     """
     lineage = lineage if lineage is not None else Lineage.disabled(repo.root)
     describer = RunDescriber(repo)
@@ -80,7 +113,10 @@ def apply_plan(
     lineage.start_parent()
     try:
         for ds in plan.datasets:
+            if selected is not None and ds.name not in selected:
+                continue
             if ds.action is Action.DELETE:
+                start(ds.name)
                 error = delete_dataset(repo, ds)
                 status = Status.FAILED if error else Status.DELETED
                 done(Outcome(ds.name, status, message=error or ""))
@@ -91,6 +127,7 @@ def apply_plan(
             if broken:
                 done(Outcome(ds.name, Status.SKIPPED, message=f"input {broken[0]} failed"))
                 continue
+            start(ds.name)
             done(_apply_dataset(repo, ds, metadata_time, context, ids, lineage, describer))
     except BaseException:
         lineage.finish_parent(failed=True)

@@ -5,6 +5,10 @@ system time as kamu does. Transform inputs that name a dataset created in the sa
 are resolved to its new id here, because the plan (which writes nothing) could not know
 it. ``apply.py`` calls this in the plan's dependency order, so an input is always
 created before its readers.
+
+A Seed is appended only where there is no head at all (compare-and-swap from "no chain"),
+so a dataset another run created in the meantime is reported as that conflict, never
+given a second Seed.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from .odf import DatasetId, Timestamp, models
 from .odf.chain import ChainRuleError
-from .odf.repository import OdfRepository, RepositoryError
+from .odf.repository import HeadMovedError, OdfRepository, RepositoryError
 from .plan.model import Action, DatasetPlan
 
 
@@ -52,7 +56,8 @@ def apply_dataset(
         if plan.action is Action.CREATE:
             dataset_id, _ = DatasetId.generate()
             kind = models.DatasetKind(plan.kind)
-            dataset.append_event(models.Seed(dataset_id=dataset_id, dataset_kind=kind), system_time)
+            seed = models.Seed(dataset_id=dataset_id, dataset_kind=kind)
+            dataset.create(seed, system_time)
             dataset.write_alias(plan.name)
             ids[plan.name] = str(dataset_id)
             blocks += 1
@@ -60,6 +65,11 @@ def apply_dataset(
             if change.after is not None:
                 dataset.append_event(_event(change.after, ids), system_time)
                 blocks += 1
+    except HeadMovedError:
+        kept = (
+            f"{blocks} block(s) of this run were kept" if blocks else "nothing of this run was kept"
+        )
+        return MetadataResult(plan.name, blocks, f"another run advanced {plan.name}; {kept}")
     except (ChainRuleError, RepositoryError, ValueError) as e:
         return MetadataResult(plan.name, blocks, f"{type(e).__name__}: {e}")
     return MetadataResult(plan.name, blocks)

@@ -1,92 +1,66 @@
-"""The ``reconcile`` command line: people read text, machines read JSON, exit codes tell CI.
+"""The ``reconcile`` command line: it only assembles the app.
 
-The CLI only parses options, calls the library and renders results or errors; no
-library module prints.
+Each command's body is a thin module of ``reconciler.commands`` over the library; the
+shared options, exit codes and error handling are in ``commands.common``. A bare
+``reconcile`` is ``reconcile apply`` and ``reconcile --plan`` is ``reconcile plan``,
+with the same option names, so that existing scripts and workflows keep working.
 """
 
 from __future__ import annotations
 
-import enum
-import os
-import sys
-import tempfile
-from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from . import log_view
-from .apply import Outcome, Status, apply_plan
+from .commands import apply as apply_command
+from .commands import init as init_command
+from .commands import lineage as lineage_command
+from .commands import log as log_command
+from .commands import push as push_command
+from .commands import sql as sql_command
+from .commands import verify as verify_command
+from .commands.apply import RunOptions
+from .commands.common import (
+    BaseOption,
+    DetailedExitcodeOption,
+    FetchUncacheableOption,
+    FormatOption,
+    LockTimeoutOption,
+    OutOption,
+    OutputFormat,
+    PlanFlag,
+    PruneOption,
+    ReconcileGroup,
+    SelectOption,
+    Session,
+    SystemTimeOption,
+    YesOption,
+    fail,
+    is_repository,
+    not_a_repository,
+    parse_time,
+    usage_error,
+)
+from .commands.lineage import LineageFormat
+from .commands.log import LogFormat
+from .commands.sql import SqlFormat
 from .config import ConfigError, RepoConfig
-from .engine.errors import describe
-from .gitops import GitError
-from .ingest.pull import IngestContext, push_file
-from .odf import Timestamp
-from .odf.repository import OdfRepository, RepositoryError
-from .openlineage_events import Lineage
-from .plan.model import Plan
-from .plan.policies import PolicyError
-from .plan.render_json import render_json
-from .plan.render_markdown import render_markdown
-from .plan.render_text import render_text
-from .planning import PlanRequest, make_plan
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 app = typer.Typer(
+    cls=ReconcileGroup,
     add_completion=False,
-    help="GitOps reconciler for Open Data Fabric datasets: plan, apply and verify chains.",
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
-class LogFormat(enum.StrEnum):
-    TEXT = "text"
-    YAML = "yaml"
-    JSON = "json"
-
-
-@dataclass
-class Session:
-    """What every command needs: the repository's configuration and run options."""
-
-    config: RepoConfig
-    system_time: Timestamp | None = None
-    fetch_uncacheable: bool = False
-
-    @property
-    def odf(self) -> OdfRepository:
-        return OdfRepository(self.config.odf_dir)
-
-    def ingest_context(self) -> IngestContext:
-        root = self.config.root
-
-        def spark() -> SparkSession:
-            from .engine.session import SparkSettings, get_spark
-
-            return get_spark(SparkSettings.load(root))
-
-        return IngestContext(
-            spark=spark,
-            base_dir=root,
-            env=dict(os.environ),
-            system_time=self.system_time,
-            fetch_uncacheable=self.fetch_uncacheable,
-        )
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(message, err=True)
-    return typer.Exit(code)
-
-
-class PlanFormat(enum.StrEnum):
-    TEXT = "text"
-    MARKDOWN = "markdown"
-    JSON = "json"
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"reconcile {version('odf-reconciler')} (pyspark {version('pyspark')})")
+        raise typer.Exit()
 
 
 @app.callback(invoke_without_command=True)
@@ -95,157 +69,95 @@ def reconcile(
     directory: Annotated[
         Path, typer.Option("-C", help="Run as if started in this directory (like git -C).")
     ] = Path("."),
-    plan: Annotated[
-        bool, typer.Option("--plan", help="Show what would change; write nothing.")
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print only errors and the final line.")
     ] = False,
-    output_format: Annotated[
-        PlanFormat,
-        typer.Option("--format", help="Plan output: text, markdown (PR comment) or json."),
-    ] = PlanFormat.TEXT,
-    out: Annotated[Path | None, typer.Option("--out", help="Write the plan to this file.")] = None,
-    detailed_exitcode: Annotated[
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Debug: tracebacks and the engine's own warnings."),
+    ] = False,
+    _version: Annotated[
         bool,
         typer.Option(
-            "--detailed-exitcode", help="Exit 0 when nothing changes, 2 on changes, 1 on errors."
+            "--version", callback=_show_version, is_eager=True, help="Show the version and exit."
         ),
     ] = False,
-    base: Annotated[
-        str | None,
-        typer.Option("--base", help="Git ref to compare manifests with (the PR's base)."),
-    ] = None,
-    prune: Annotated[
-        bool, typer.Option("--prune", help="Plan deletion of chains with no manifest.")
-    ] = False,
-    system_time: Annotated[
-        str | None, typer.Option("--system-time", help="RFC 3339 system time for blocks written.")
-    ] = None,
-    fetch_uncacheable: Annotated[
-        bool,
-        typer.Option(
-            "--fetch-uncacheable",
-            help="Fetch sources that give no ETag or Last-Modified again.",
-        ),
-    ] = False,
+    plan: PlanFlag = False,
+    output_format: FormatOption = OutputFormat.TEXT,
+    out: OutOption = None,
+    detailed_exitcode: DetailedExitcodeOption = False,
+    base: BaseOption = None,
+    prune: PruneOption = False,
+    system_time: SystemTimeOption = None,
+    fetch_uncacheable: FetchUncacheableOption = False,
+    lock_timeout: LockTimeoutOption = None,
+    select: SelectOption = None,
+    yes: YesOption = False,
 ) -> None:
-    """Plan (--plan) or apply: bring the chains under odf/ to the manifests under datasets/."""
+    """Bring the chains under odf/ to the manifests under datasets/.
+
+    Without a command, reconcile APPLIES: it is `reconcile apply`, and `reconcile --plan`
+    is `reconcile plan`; the options below are theirs. Exit codes: 0 done, 1 failed,
+    2 changes (plan --detailed-exitcode only), 64 usage error, 130 interrupted.
+    """
+    if quiet and verbose:
+        raise usage_error("-q and -v cannot be used together")
     try:
-        when = Timestamp.parse(system_time) if system_time else None
-        ctx.obj = Session(RepoConfig.load(directory), when, fetch_uncacheable)
-    except (ConfigError, ValueError) as e:
-        raise _fail(f"error: {e}") from None
-    if ctx.invoked_subcommand is not None:
-        return
-    request = PlanRequest(base_ref=base, prune=prune)
-    try:
-        result = make_plan(ctx.obj.config, request)
-    except (GitError, PolicyError, ConfigError) as e:
-        raise _fail(f"error: {e}") from None
-    _emit(_render(result, output_format, out is None), out)
-    if plan or result.has_errors:
-        raise typer.Exit(result.exit_code(detailed_exitcode))
-    _apply(ctx.obj, result, when or Timestamp.now())
-
-
-def _render(result: Plan, output_format: PlanFormat, to_terminal: bool) -> str:
-    if output_format is PlanFormat.JSON:
-        return render_json(result) + "\n"
-    if output_format is PlanFormat.MARKDOWN:
-        return render_markdown(result)
-    color = to_terminal and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    return render_text(result, color=color)
-
-
-def _emit(text: str, out: Path | None) -> None:
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
-
-
-def _apply(session: Session, result: Plan, when: Timestamp) -> None:
-    """Append the planned metadata, then pull the datasets; one line per dataset."""
-    # OpenLineage runs for this apply: configured the standard way, else none and no cost.
-    lineage = Lineage.from_environment(session.config.root, os.environ)
-    context = session.ingest_context()
-    outcomes = apply_plan(session.odf, result, when, context, _report, lineage)
-    counts = {status: sum(o.status is status for o in outcomes) for status in Status}
-    summary = [f"{counts[s]} {s.value}" for s in Status if counts[s]]
-    typer.echo(f"{len(outcomes)} dataset(s): " + (", ".join(summary) or "nothing to do"))
-    if counts[Status.FAILED] or counts[Status.SKIPPED]:
-        raise typer.Exit(1)
-
-
-def _report(outcome: Outcome) -> None:
-    parts = []
-    if outcome.metadata_blocks:
-        parts.append(f"{outcome.metadata_blocks} metadata block(s)")
-    if outcome.data_blocks:
-        parts.append(f"{outcome.data_blocks} data block(s) with {outcome.rows} row(s)")
-    if outcome.message:
-        parts.append(outcome.message)
-    detail = ": " + "; ".join(parts) if parts else ""
-    typer.echo(f"{outcome.dataset}: {outcome.status.value}{detail}")
+        config = RepoConfig.load(directory)
+    except ConfigError as e:
+        raise fail(f"error: {e}") from None
+    when = parse_time(system_time) if system_time else None
+    ctx.obj = session = Session(config, when, fetch_uncacheable, quiet, verbose)
+    session.override(None, False, lock_timeout)
+    options = RunOptions(plan, output_format, out, detailed_exitcode, base, prune, select, yes)
+    command = ctx.invoked_subcommand
+    misplaced = options.given()
+    if command is not None and misplaced:
+        raise usage_error(
+            f"{misplaced[0]} goes after the command: reconcile {command} {misplaced[0]}"
+        )
+    if command != "init" and not is_repository(config):
+        raise not_a_repository(config)
+    if command is None:
+        apply_command.run(session, options)
 
 
 @app.command()
-def push(
+def plan(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Dataset name.")],
-    file: Annotated[str, typer.Argument(help="File to ingest, or - for standard input.")],
-    source: Annotated[
-        str | None, typer.Option("--source", help="Push source name, if there are several.")
-    ] = None,
+    output_format: FormatOption = OutputFormat.TEXT,
+    out: OutOption = None,
+    detailed_exitcode: DetailedExitcodeOption = False,
+    base: BaseOption = None,
+    prune: PruneOption = False,
+    select: SelectOption = None,
 ) -> None:
-    """Ingest a file through one of a root dataset's push sources (AddPushSource)."""
-    session: Session = ctx.obj
-    dataset = session.odf.dataset(name)
-    if not dataset.exists():
-        raise _fail(f"error: dataset {name!r} not found in {session.config.odf_dir}")
-    with tempfile.TemporaryDirectory(prefix="odf-stdin-") as tmp:
-        path = Path(file)
-        if file == "-":
-            path = Path(tmp) / "stdin"
-            path.write_bytes(sys.stdin.buffer.read())
-        elif not path.is_file():
-            raise _fail(f"error: {file}: no such file")
-        try:
-            result = push_file(dataset, session.ingest_context(), path, source)
-        except Exception as e:  # reported, never a traceback: the chain is unchanged
-            raise _fail(f"error: {name}: {describe(e)}") from None
-    if result.blocks:
-        typer.echo(f"{name}: {result.blocks} block(s) with {result.rows} row(s)")
-    else:
-        typer.echo(f"{name}: up-to-date (nothing new in {file})")
+    """Show what apply would change; write nothing (the same as reconcile --plan)."""
+    options = RunOptions(True, output_format, out, detailed_exitcode, base, prune, select)
+    apply_command.run(ctx.obj, options)
 
 
 @app.command()
-def log(
+def apply(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Dataset name (its folder in the ODF repository).")],
-    output: Annotated[LogFormat, typer.Option("--output", "-o")] = LogFormat.TEXT,
-    limit: Annotated[int | None, typer.Option(help="Show at most this many blocks.")] = None,
+    plan: PlanFlag = False,
+    output_format: FormatOption = OutputFormat.TEXT,
+    out: OutOption = None,
+    detailed_exitcode: DetailedExitcodeOption = False,
+    base: BaseOption = None,
+    prune: PruneOption = False,
+    system_time: SystemTimeOption = None,
+    fetch_uncacheable: FetchUncacheableOption = False,
+    lock_timeout: LockTimeoutOption = None,
+    select: SelectOption = None,
+    yes: YesOption = False,
 ) -> None:
-    """Show a dataset's metadata chain, newest block first."""
+    """Plan, then append the metadata and pull every dataset in dependency order (the
+    same as a bare reconcile). On a terminal, a change to metadata is confirmed first."""
     session: Session = ctx.obj
-    dataset = session.odf.dataset(name)
-    if not dataset.exists():
-        raise _fail(f"error: dataset {name!r} not found in {session.config.odf_dir}")
-    try:
-        entries: list[log_view.Entry] = []
-        for entry in dataset.iter_blocks():
-            if limit is not None and len(entries) >= limit:
-                break
-            entries.append(entry)
-    except (RepositoryError, ValueError) as e:
-        raise _fail(f"error: {name}: {e}") from None
-    renderers = {
-        LogFormat.TEXT: log_view.render_text,
-        LogFormat.YAML: log_view.render_yaml,
-        LogFormat.JSON: log_view.render_json,
-    }
-    sys.stdout.write(renderers[output](entries))
-    if output is LogFormat.JSON:
-        sys.stdout.write("\n")
+    session.override(system_time, fetch_uncacheable, lock_timeout)
+    options = RunOptions(plan, output_format, out, detailed_exitcode, base, prune, select, yes)
+    apply_command.run(session, options)
 
 
 @app.command()
@@ -258,62 +170,13 @@ def verify(
         bool,
         typer.Option("--integrity", help="Only check hashes and files; do not replay transforms."),
     ] = False,
+    select: SelectOption = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="text or json (run-result.json).")
+    ] = OutputFormat.TEXT,
 ) -> None:
     """Check every chain rule, block hash and file, and replay every transform (§3)."""
-    from .verify import dataset_names, verify_dataset
-
-    session: Session = ctx.obj
-    repo = session.odf
-    chosen = names or repo.names()
-    missing = [n for n in chosen if not repo.dataset(n).exists()]
-    if missing:
-        raise _fail(f"error: dataset {missing[0]!r} not found in {session.config.odf_dir}")
-    spark = None if integrity else session.ingest_context().spark
-    ids = {} if integrity else dataset_names(repo)  # only a replay resolves inputs
-    invalid = 0
-    for name in chosen:
-        verdict = verify_dataset(repo, name, ids, spark)
-        if verdict.valid:
-            replayed = f", {verdict.replayed} transform(s) replayed" if verdict.replayed else ""
-            typer.echo(f"{name}: valid ({verdict.blocks} block(s){replayed})")
-        else:
-            invalid += 1
-            typer.echo(f"{name}: invalid")
-        for problem in verdict.problems:
-            typer.echo(f"  {'' if problem.fatal else 'warning: '}{problem}")
-    typer.echo(f"{len(chosen)} dataset(s): {len(chosen) - invalid} valid, {invalid} invalid")
-    if invalid:
-        raise typer.Exit(1)
-
-
-class LineageOutput(enum.StrEnum):
-    TEXT = "text"
-    MERMAID = "mermaid"
-    DOT = "dot"
-
-
-@app.command()
-def lineage(
-    ctx: typer.Context,
-    output_format: Annotated[
-        LineageOutput, typer.Option("--format", help="text (a tree), mermaid or dot.")
-    ] = LineageOutput.TEXT,
-) -> None:
-    """Show which datasets each dataset reads, from the manifests and the chains."""
-    from .lineage import lineage_graph, render_lineage
-
-    session: Session = ctx.obj
-    graph = lineage_graph(session.config)
-    for problem in graph.problems:
-        typer.echo(f"warning: {problem.message}", err=True)
-    sys.stdout.write(render_lineage(graph, output_format.value))
-
-
-class SqlFormat(enum.StrEnum):
-    TABLE = "table"
-    CSV = "csv"
-    JSON = "json"
-    PARQUET = "parquet"
+    verify_command.run(ctx.obj, names, select, integrity, output_format)
 
 
 @app.command()
@@ -333,6 +196,15 @@ def sql(
         int | None,
         typer.Option(min=0, help="At most this many rows; the table shows 100 unless told."),
     ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--select",
+            "-s",
+            metavar="SELECTOR",
+            help="Register only these datasets as views (NAME, NAME+, +NAME).",
+        ),
+    ] = None,
 ) -> None:
     """Run one read-only SQL query over the ODF repository's datasets, on Spark.
 
@@ -343,28 +215,57 @@ def sql(
     else. Timestamps print as RFC 3339 in UTC; NULL is null in the table, an empty field
     in csv (an empty string is "") and null in json.
     """
-    from .engine.session import EngineUnavailableError, SparkSettings, get_spark
-    from .sql_query import TABLE_LIMIT, SqlError, render, run_sql, save
+    sql_command.run(ctx.obj, query, output_format, out, limit, select)
 
+
+@app.command()
+def log(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Dataset name (its folder in the ODF repository).")],
+    output_format: Annotated[
+        LogFormat, typer.Option("--format", "--output", "-o", help="text, yaml or json.")
+    ] = LogFormat.TEXT,
+    limit: Annotated[int | None, typer.Option(help="Show at most this many blocks.")] = None,
+) -> None:
+    """Show a dataset's metadata chain, newest block first."""
+    log_command.run(ctx.obj, name, output_format, limit)
+
+
+@app.command()
+def push(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    file: Annotated[str, typer.Argument(help="File to ingest, or - for standard input.")],
+    source: Annotated[
+        str | None, typer.Option("--source", help="Push source name, if there are several.")
+    ] = None,
+) -> None:
+    """Ingest a file through one of a root dataset's push sources (AddPushSource)."""
+    push_command.run(ctx.obj, name, file, source)
+
+
+@app.command()
+def lineage(
+    ctx: typer.Context,
+    output_format: Annotated[
+        LineageFormat, typer.Option("--format", help="text (a tree), mermaid or dot.")
+    ] = LineageFormat.TEXT,
+) -> None:
+    """Show which datasets each dataset reads, from the manifests and the chains."""
+    lineage_command.run(ctx.obj, output_format)
+
+
+@app.command()
+def init(
+    ctx: typer.Context,
+    directory: Annotated[
+        Path | None, typer.Argument(help="Where to create it (default: the current directory).")
+    ] = None,
+) -> None:
+    """Create a reconciler repository: pyproject.toml, datasets/, policies/, a workflow."""
     session: Session = ctx.obj
-    if output_format is SqlFormat.PARQUET and out is None:
-        raise _fail("error: --format parquet needs --out FILE")
-    if out is not None and out.resolve().is_relative_to(session.config.odf_dir.resolve()):
-        raise _fail(f"error: {out}: will not write into the ODF repository")
-    is_table = output_format is SqlFormat.TABLE
-    try:
-        spark = get_spark(SparkSettings.load(session.config.root))
-        rows = TABLE_LIMIT if limit is None and is_table else limit
-        result = run_sql(spark, session.odf, query, rows, count_total=is_table)
-        if out is None:
-            sys.stdout.write(render(result, output_format.value))
-        else:
-            save(result, output_format.value, out)
-    except (SqlError, ConfigError, EngineUnavailableError) as e:
-        raise _fail(f"error: {e}") from None
-    except Exception as e:  # reported, never a traceback; nothing was written
-        raise _fail(f"error: {describe(e)}") from None
+    init_command.run(session.config.root / directory if directory else session.config.root)
 
 
 def main() -> None:
-    app()
+    app(prog_name="reconcile")

@@ -1,4 +1,4 @@
-"""Where a GitOps repository keeps its manifests and chains.
+"""Where a GitOps repository keeps its manifests and chains, and where sources may read.
 
 Read from ``[tool.reconciler]`` of the repository's ``pyproject.toml`` so that the
 settings are versioned and reviewed with the datasets they govern.
@@ -6,14 +6,37 @@ settings are versioned and reviewed with the datasets they govern.
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .source_paths import OutsideError, SourceRoots
+
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+
 
 class ConfigError(ValueError):
     """``[tool.reconciler]`` holds a value of the wrong shape."""
+
+
+@dataclass(frozen=True)
+class RefusedManifest:
+    """An entry under the datasets folder that is not read, and why."""
+
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True)
+class ManifestScan:
+    """The manifests to load, and the entries refused on the way (symlinks leading out)."""
+
+    paths: tuple[Path, ...]
+    refused: tuple[RefusedManifest, ...]
 
 
 @dataclass(frozen=True)
@@ -24,37 +47,130 @@ class RepoConfig:
     datasets_dir: Path
     odf_dir: Path
     policies_dir: Path
+    source_roots: tuple[Path, ...] = ()
+    """Folders outside the repository that sources may read too (``source_roots``)."""
 
     @classmethod
     def load(cls, root: Path) -> RepoConfig:
         root = root.resolve()
-        settings = _tool_settings(root / "pyproject.toml")
+        pyproject = root / "pyproject.toml"
+        text = pyproject.read_text(encoding="utf-8") if pyproject.exists() else ""
+        settings = _tool_settings(text, pyproject)
         return cls(
             root=root,
             datasets_dir=root / _str(settings, "datasets", "datasets"),
             odf_dir=root / _str(settings, "odf_root", "odf"),
             policies_dir=root / _str(settings, "policies", "policies"),
+            source_roots=_source_roots(settings, root),
         )
 
     def manifest_paths(self) -> list[Path]:
-        """Every ``*.yaml``/``*.yml`` under the datasets folder, sorted for stable output."""
+        """Every manifest to load under the datasets folder, sorted for stable output."""
+        return list(self.scan_manifests().paths)
+
+    def scan_manifests(self) -> ManifestScan:
+        """Every ``*.yaml``/``*.yml`` under the datasets folder, and what was refused.
+
+        Symlinks are where a manifest could make the reconciler read outside the
+        repository, so a symlinked manifest must resolve inside the datasets folder and a
+        symlinked folder inside the repository; either may also be a loop. Each folder is
+        walked once (by its real path), so no arrangement of links makes the walk endless.
+        """
+        paths: list[Path] = []
+        refused: list[RefusedManifest] = []
         if not self.datasets_dir.is_dir():
-            return []
-        found = [*self.datasets_dir.rglob("*.yaml"), *self.datasets_dir.rglob("*.yml")]
-        return sorted(p for p in found if p.is_file())
+            return ManifestScan((), ())
+        repository = SourceRoots.of(self.root)
+        try:
+            top = repository.confine(self.datasets_dir)
+        except OutsideError as e:
+            return ManifestScan((), (RefusedManifest(self.datasets_dir, f"the folder {e}"),))
+        datasets = SourceRoots.of(top)
+        for path, reason in _walk(self.datasets_dir, top, repository, datasets, {top}, (top,)):
+            if reason is None:
+                paths.append(path)
+            else:
+                refused.append(RefusedManifest(path, reason))
+        return ManifestScan(tuple(sorted(paths)), tuple(refused))
 
 
-def _tool_settings(pyproject: Path) -> dict[str, Any]:
-    if not pyproject.exists():
-        return {}
+def _walk(
+    folder: Path,
+    real: Path,
+    repository: SourceRoots,
+    datasets: SourceRoots,
+    seen: set[Path],
+    ancestors: tuple[Path, ...],
+) -> Iterator[tuple[Path, str | None]]:
+    """Manifests under ``folder`` (whose real path is ``real``), as (path, None), and
+    refused entries as (path, reason)."""
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as e:
+        yield folder, f"the folder cannot be listed ({e.strerror})"
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        is_manifest = entry.name.endswith(MANIFEST_SUFFIXES)
+        if not entry.is_symlink():
+            if entry.is_dir(follow_symlinks=False):
+                inner = real / entry.name
+                if inner in seen:
+                    continue
+                seen.add(inner)
+                yield from _walk(path, inner, repository, datasets, seen, (*ancestors, inner))
+            elif is_manifest and entry.is_file(follow_symlinks=False):
+                yield path, None
+            continue
+        try:
+            target = repository.confine(path)
+            mode = os.stat(target).st_mode
+        except OutsideError as e:
+            yield path, f"symlink {e}"
+            continue
+        except OSError:
+            if is_manifest:
+                yield path, "symlink leads to nothing"
+            continue
+        if stat.S_ISDIR(mode):
+            if target in ancestors:
+                yield path, "symlink loop: the folder contains itself"
+            elif target not in seen:
+                seen.add(target)
+                yield from _walk(path, target, repository, datasets, seen, (*ancestors, target))
+        elif is_manifest and stat.S_ISREG(mode):
+            try:
+                datasets.confine(path)
+            except OutsideError:
+                yield path, "symlink leads out of the datasets folder"
+                continue
+            yield path, None
+
+
+def _tool_settings(text: str, origin: Path | str) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{pyproject}: {e}") from None
+        raise ConfigError(f"{origin}: {e}") from None
     settings = data.get("tool", {}).get("reconciler", {})
     if not isinstance(settings, dict):
-        raise ConfigError(f"{pyproject}: [tool.reconciler] must be a table")
+        raise ConfigError(f"{origin}: [tool.reconciler] must be a table")
     return settings
+
+
+def source_roots_of(text: str, origin: str, root: Path) -> tuple[Path, ...]:
+    """``source_roots`` of a ``pyproject.toml``'s text, such as the base branch's."""
+    return _source_roots(_tool_settings(text, origin), root)
+
+
+def _source_roots(settings: dict[str, Any], root: Path) -> tuple[Path, ...]:
+    """Absolute folders; relative entries are relative to the repository root."""
+    value = settings.get("source_roots", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(
+            f"[tool.reconciler] source_roots must be a list of folder paths, got {value!r}"
+        )
+    return tuple(root / v for v in value)
 
 
 def _str(settings: dict[str, Any], key: str, default: str) -> str:

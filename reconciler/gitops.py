@@ -1,10 +1,24 @@
-"""The one place that talks to git: what a pull request changed under ``datasets/``."""
+"""The one place that talks to git: what a pull request changed, and files at a ref."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Literal
 
 import git
+
+FileStatus = Literal["added", "modified", "deleted"]
+"""What a change did to one file, as ``changed_files`` reports it."""
+
+# git's --name-status letters (renames are split with --no-renames): a type change
+# (T) or an unresolved merge (U) leaves a file at the path whose content differs.
+_STATUSES: dict[str, FileStatus] = {
+    "A": "added",
+    "M": "modified",
+    "T": "modified",
+    "U": "modified",
+    "D": "deleted",
+}
 
 
 class GitError(RuntimeError):
@@ -55,3 +69,66 @@ def export_folder(repo_root: Path, ref: str, folder: Path, target: Path) -> bool
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(item.data_stream.read())
     return True
+
+
+def file_at(repo_root: Path, ref: str, path: Path) -> str | None:
+    """The text of ``path`` as it is at ``ref``; None if it did not exist there.
+
+    Used to confine a pull request's sources by the base branch's ``source_roots``.
+    """
+    try:
+        repo = git.Repo(repo_root, search_parent_directories=True)
+        tree = repo.commit(ref).tree
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.BadName, ValueError) as e:
+        raise GitError(f"cannot read {ref!r} in {repo_root}: {e}") from None
+    top = Path(repo.working_tree_dir or repo_root).resolve()
+    try:
+        blob = tree / path.resolve().relative_to(top).as_posix()
+    except (KeyError, ValueError):
+        return None
+    if not isinstance(blob, git.Blob):
+        return None
+    data: bytes = blob.data_stream.read()
+    return data.decode("utf-8", errors="replace")
+
+
+def head_commit(repo_root: Path) -> str | None:
+    """The sha of the commit checked out at ``repo_root``; None outside git or before the
+    first commit. A plan names it so a reviewer knows which state was judged."""
+    try:
+        repo = git.Repo(repo_root, search_parent_directories=True)
+        return str(repo.head.commit.hexsha)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        return None
+
+
+def changed_files(
+    repo_root: Path, base_ref: str, under: Path
+) -> list[tuple[FileStatus, PurePosixPath]]:
+    """Files under ``under`` that the working tree adds, modifies or deletes since it
+    branched from ``base_ref``, untracked ones included, paths relative to ``under``.
+
+    Compared with the merge base rather than the tip of ``base_ref``: what the base gained
+    since (chains the reconciler advanced on main) is not the pull request's doing, and
+    would otherwise read as deleted by it. Renames count as a deletion and an addition.
+    """
+    try:
+        repo = git.Repo(repo_root, search_parent_directories=True)
+        base = repo.commit(base_ref)
+        head = repo.head.commit
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
+        raise GitError(f"{repo_root} is not in a git repository: {e}") from None
+    except (git.BadName, ValueError) as e:
+        raise GitError(f"unknown git ref {base_ref!r}: {e}") from None
+    top = Path(repo.working_tree_dir or repo_root).resolve()
+    try:
+        folder = under.resolve().relative_to(top).as_posix()
+    except ValueError:
+        return []  # a folder outside the repository has no history to compare
+    since = next(iter(repo.merge_base(base, head)), base)
+    diff = repo.git.diff(since.hexsha, "--name-status", "--no-renames", "-z", "--", folder)
+    fields = diff.split("\0")
+    changes = [(_STATUSES[fields[i][:1]], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+    untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", folder)
+    changes += [("added", path) for path in untracked.split("\0") if path]
+    return sorted((status, PurePosixPath(path).relative_to(folder)) for status, path in changes)

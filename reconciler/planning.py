@@ -7,16 +7,20 @@ first use.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import gitops
-from .config import RepoConfig
+from .config import RepoConfig, source_roots_of
 from .odf import models
+from .odf.codec import decode_block
 from .odf.repository import OdfRepository
+from .plan import chain_changes
 from .plan.builder import PlanOptions, QueryValidator, build_plan, read_actual
+from .plan.confinement import manifest_problems, source_problems
 from .plan.desired import DesiredDataset, load_desired
 from .plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
 from .plan.policies import PolicySet, evaluate, load_policies
@@ -48,13 +52,38 @@ def spark_validator(config: RepoConfig) -> QueryValidator:
     return validate
 
 
-def _policies(config: RepoConfig, base_ref: str | None) -> PolicySet:
-    if base_ref is None:
-        return load_policies(config.policies_dir)
+def _base_policies(config: RepoConfig, base_ref: str) -> PolicySet | None:
+    """The base branch's policies; None when it has no policies folder yet."""
     with tempfile.TemporaryDirectory() as tmp:
         if gitops.export_folder(config.root, base_ref, config.policies_dir, Path(tmp)):
             return load_policies(Path(tmp))
-    return load_policies(config.policies_dir)  # the base has none yet: this PR adds them
+    return None
+
+
+def _chain_verdicts(config: RepoConfig, base_ref: str, base: PolicySet | None) -> list[Verdict]:
+    """The verdicts on what the pull request did to ``odf/``, judged by the base branch's
+    policies only: a base without any still gets the default rule, which a pull request
+    adding policies/ cannot lower."""
+    files = gitops.changed_files(config.root, base_ref, config.odf_dir)
+    new_blocks = {}
+    for path in chain_changes.added_blocks(files):
+        # one that cannot be read is listed as unreadable: the verdict stands either way
+        with contextlib.suppress(OSError, ValueError):
+            new_blocks[path] = decode_block((config.odf_dir / path).read_bytes())
+    changes = chain_changes.chain_changes(files, new_blocks)
+    return chain_changes.judge(PolicySet() if base is None else base, changes, config.odf_dir)
+
+
+def _source_roots(config: RepoConfig, base_ref: str | None) -> tuple[Path, ...]:
+    """The allow-list a plan judges sources by: the base branch's for a pull request, so a
+    change cannot widen the list that confines it (a base without one allows nothing)."""
+    if base_ref is None:
+        return config.source_roots
+    pyproject = config.root / "pyproject.toml"
+    text = gitops.file_at(config.root, base_ref, pyproject)
+    if text is None:
+        return ()
+    return source_roots_of(text, f"{pyproject} at {base_ref}", config.root)
 
 
 def make_plan(
@@ -63,20 +92,26 @@ def make_plan(
     repo = OdfRepository(config.odf_dir)
     actual, problems = read_actual(repo)
     ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
-    desired = load_desired(config.manifest_paths(), ids)
+    scan = config.scan_manifests()
+    desired = load_desired(scan.paths, ids)
     changed = None
     if request.base_ref is not None:
         paths = gitops.changed_paths(config.root, request.base_ref)
         changed = frozenset(
             ds.name for ds in desired.datasets.values() if Path(ds.loaded.file).resolve() in paths
         )
-    policy_set = _policies(config, request.base_ref)
+    allowed = _source_roots(config, request.base_ref)
+    problems += manifest_problems(scan.refused)
+    problems += source_problems(config.root, allowed, desired.datasets.values())
+    base_policies = None if request.base_ref is None else _base_policies(config, request.base_ref)
+    # without a base, or a base that has no policies yet (this pull request adds them)
+    policy_set = load_policies(config.policies_dir) if base_policies is None else base_policies
 
     def judge(ds: DesiredDataset, plan: DatasetPlan) -> list[Verdict]:
         return evaluate(policy_set, ds.loaded, plan)
 
     options = PlanOptions(prune=request.prune, base_ref=request.base_ref, changed=changed)
-    return build_plan(
+    plan = build_plan(
         desired,
         actual,
         validator=validator if validator is not None else spark_validator(config),
@@ -84,3 +119,7 @@ def make_plan(
         options=options,
         problems=problems,
     )
+    if request.base_ref is not None:
+        verdicts = _chain_verdicts(config, request.base_ref, base_policies)
+        plan = replace(plan, verdicts=(*plan.verdicts, *verdicts))
+    return replace(plan, commit=gitops.head_commit(config.root), root=str(config.root))

@@ -38,7 +38,7 @@ import os
 import re
 import secrets
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,14 +95,15 @@ def run_sql(
     query: str,
     limit: int | None = None,
     count_total: bool = False,
+    names: Collection[str] | None = None,
 ) -> SqlResult:
     """Run ``query`` over the repository's datasets and fetch at most ``limit`` rows.
 
     With ``count_total``, a result cut by the limit is counted in full (a second run of
     the query); otherwise ``total`` is the number of rows fetched when nothing was cut,
-    and None when something was.
+    and None when something was. ``names`` limits the views to those datasets.
     """
-    frame = analyse(spark, repo, query)
+    frame = analyse(spark, repo, query, names)
     try:
         if limit is None:
             return SqlResult(frame.toArrow(), None)
@@ -115,9 +116,12 @@ def run_sql(
         raise SqlError(first_line(str(e), type(e).__name__)) from None
 
 
-def analyse(spark: SparkSession, repo: OdfRepository, query: str) -> DataFrame:
-    """The sandboxed, analysed query over every dataset view; nothing has run yet."""
-    views = dataset_views(spark, repo)
+def analyse(
+    spark: SparkSession, repo: OdfRepository, query: str, names: Collection[str] | None = None
+) -> DataFrame:
+    """The sandboxed, analysed query over every dataset view (or those of ``names``);
+    nothing has run yet."""
+    views = dataset_views(spark, repo, names)
     transform = models.TransformSql(engine="spark", query=query)
     try:
         return apply_transform(spark, views, transform)
@@ -130,10 +134,15 @@ def analyse(spark: SparkSession, repo: OdfRepository, query: str) -> DataFrame:
         raise SqlError(message) from None
 
 
-def dataset_views(spark: SparkSession, repo: OdfRepository) -> dict[str, DataFrame]:
-    """Every dataset that has data, by name: all its rows as stored, in offset order."""
+def dataset_views(
+    spark: SparkSession, repo: OdfRepository, names: Collection[str] | None = None
+) -> dict[str, DataFrame]:
+    """Every dataset that has data (of ``names``, when given), by name: all its rows as
+    stored, in offset order."""
     views: dict[str, DataFrame] = {}
     for name in repo.names():
+        if names is not None and name not in names:
+            continue
         try:
             frame = _dataset_frame(spark, repo.dataset(name))
         except Exception as e:  # a broken chain, a type Spark lacks, a missing data file

@@ -1,4 +1,8 @@
-"""Shared test fixtures: paths to the shared golden vectors and fixtures."""
+"""Paths to the reference data the tests read, all inside the repository (tests/data/).
+
+The golden vectors and the kamu-contrib manifests are copies, so a fresh clone tests with
+nothing beside it; tests/data/README.md names where each file came from.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 # The shared SparkSession fixture lives in its own plugin module.
 pytest_plugins = ["conftest_spark"]
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-VECTORS = SHARED / "odf" / "vectors"
-FIXTURE_MANIFESTS = SHARED / "fixtures" / "kamu-contrib-manifests"
+DATA = Path(__file__).resolve().parent / "data"
+VECTORS = DATA / "odf-vectors"
+FIXTURE_MANIFESTS = DATA / "kamu-contrib-manifests"
 
 
 def load_vectors(name: str) -> Any:
-    return json.loads((VECTORS / name).read_text())
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    return SHARED
+    """The parsed JSON of one golden-vector file of ``tests/data/odf-vectors/``."""
+    return json.loads((VECTORS / name).read_text(encoding="utf-8"))

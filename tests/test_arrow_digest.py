@@ -1,6 +1,6 @@
 """Tests of the arrow-digest logical hash (reconciler.odf.arrow_digest).
 
-Three layers: the golden vectors in shared/odf/vectors (preimage and digest), hand-built
+Three layers: the golden vectors in tests/data/odf-vectors (preimage and digest), hand-built
 byte expectations for every supported type and for the struct null quirks of
 BINARY-FORMAT.md section 4, and hypothesis runs comparing the vectorised code with a
 per-value reference written below from the spec alone (it never reads Arrow buffers).
@@ -12,17 +12,16 @@ import datetime as dt
 import decimal
 import hashlib
 import itertools
-import json
 import re
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import load_vectors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,9 +33,7 @@ from reconciler.odf.arrow_digest import (
     arrow_digest,
 )
 
-# shared/ sits beside the repository, here and in CI.
-VECTORS_PATH = Path(__file__).resolve().parents[2] / "shared/odf/vectors/arrow-digest-vectors.json"
-VECTORS: list[dict[str, Any]] = json.loads(VECTORS_PATH.read_text())["vectors"]
+VECTORS: list[dict[str, Any]] = load_vectors("arrow-digest-vectors.json")["vectors"]
 
 I32 = bytes.fromhex("0100 01 2000000000000000")  # hash_data_type(Int32)
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from gitops_repo import GitOpsRepo, manifest, rows, slices
+from test_cli_conventions import normal
 
 from reconciler.odf.integrity import check_integrity
 
@@ -47,14 +48,14 @@ def test_the_examples_ingest_on_a_fresh_copy_and_then_are_up_to_date(tmp_path: P
 
     first = run(repo.root, "--system-time", "2026-11-21T06:00:00Z")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert first.stdout.splitlines()[-7:] == [
-        "org.example.bank.transactions: updated: 5 metadata block(s); 4 data block(s) with 24 row(s)",
-        "org.example.warehouse.stock: updated: 4 metadata block(s); 4 data block(s) with 16 row(s)",
-        "org.example.warehouse.stock.value: updated: 4 metadata block(s); 2 data block(s) with 16 row(s)",
-        "org.example.weather.observations: updated: 5 metadata block(s); 4 data block(s) with 216 row(s)",
-        "org.example.weather.daily: updated: 5 metadata block(s); 2 data block(s) with 9 row(s)",
-        "org.example.weather.anomalies: updated: 5 metadata block(s); 2 data block(s) with 34 row(s)",
-        "6 dataset(s): 6 updated",
+    assert [line for line in normal(first.stdout) if " START " not in line][-7:] == [
+        "HH:MM:SS OK    org.example.bank.transactions updated: 9 blocks (5 metadata), 24 records in N s",
+        "HH:MM:SS OK    org.example.warehouse.stock updated: 8 blocks (4 metadata), 16 records in N s",
+        "HH:MM:SS OK    org.example.warehouse.stock.value updated: 6 blocks (4 metadata), 16 records in N s",
+        "HH:MM:SS OK    org.example.weather.observations updated: 9 blocks (5 metadata), 216 records in N s",
+        "HH:MM:SS OK    org.example.weather.daily updated: 7 blocks (5 metadata), 9 records in N s",
+        "HH:MM:SS OK    org.example.weather.anomalies updated: 7 blocks (5 metadata), 34 records in N s",
+        "6 datasets: 6 updated (315 records) in N s",
     ]
     for name in EXAMPLES:
         assert check_integrity(repo.odf.dataset(name)) == [], name
@@ -101,20 +102,25 @@ def test_the_examples_ingest_on_a_fresh_copy_and_then_are_up_to_date(tmp_path: P
 
     verify = run(repo.root, "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    assert verify.stdout.splitlines() == [
+    assert normal(verify.stdout) == [
         "org.example.bank.transactions: valid (9 block(s))",
         "org.example.warehouse.stock: valid (8 block(s))",
         "org.example.warehouse.stock.value: valid (6 block(s), 1 transform(s) replayed)",
         "org.example.weather.anomalies: valid (7 block(s), 1 transform(s) replayed)",
         "org.example.weather.daily: valid (7 block(s), 1 transform(s) replayed)",
         "org.example.weather.observations: valid (9 block(s))",
-        "6 dataset(s): 6 valid, 0 invalid",
+        "6 datasets: 6 valid in N s",
     ]
 
     second = run(repo.root, "--system-time", "2026-11-21T07:00:00Z")
     assert second.returncode == 0, second.stdout + second.stderr
-    assert second.stdout.splitlines()[-7:] == [f"{name}: up-to-date" for name in EXAMPLES] + [
-        "6 dataset(s): 6 up-to-date"
+    assert normal(second.stdout)[-13:] == [
+        *(
+            line
+            for name in EXAMPLES
+            for line in (f"HH:MM:SS START {name}", f"HH:MM:SS OK    {name} up to date in N s")
+        ),
+        "6 datasets: 6 up to date in N s",
     ]
     plan = run(repo.root, "--plan", "--detailed-exitcode")
     assert plan.returncode == 0, plan.stdout
@@ -147,7 +153,7 @@ def test_push_ingests_standard_input_and_a_failed_push_changes_nothing(tmp_path:
         stdin=records + '{"event_time": "2026-01-01T09:00:00Z", "sensor": "s2", "value": 2.5}\n',
     )
     assert pushed.returncode == 0, pushed.stderr
-    assert pushed.stdout == "org.example.pushed: 2 block(s) with 2 row(s)\n"
+    assert normal(pushed.stdout) == ["org.example.pushed: updated: 2 blocks, 2 records in N s"]
     ds = repo.odf.dataset("org.example.pushed")
     head = ds.head()
     bad = run(repo.root, "push", "org.example.pushed", "-", "--source", "api", stdin="{not json\n")

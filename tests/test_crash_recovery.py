@@ -41,21 +41,21 @@ WHEN = "2026-03-01T00:00:00Z"
 ROOT = "org.example.readings"
 DERIVED = "org.example.scaled"
 
-# Runs the CLI, dying just before the Dataset.append_event call numbered LIMIT + 1.
+# Runs the CLI, dying just before the Dataset.append call (every block, the Seed included) numbered LIMIT + 1.
 CRASHING_RECONCILE = textwrap.dedent(
     """
     import os, sys
     from reconciler.odf.repository import Dataset
     limit, calls = int(sys.argv[1]), [0]
-    original = Dataset.append_event
+    original = Dataset.append
 
-    def append_event(self, *args, **kwargs):
+    def append(self, *args, **kwargs):
         calls[0] += 1
         if calls[0] > limit:
             os._exit(137)
         return original(self, *args, **kwargs)
 
-    Dataset.append_event = append_event
+    Dataset.append = append
     from reconciler.cli import app
     app(sys.argv[2:], prog_name="reconcile")
     """

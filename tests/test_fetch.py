@@ -627,6 +627,7 @@ def test_files_glob_absolute_pattern(tmp_path: Path) -> None:
         workdir=tmp_path / "work",
         base_dir=Path("/nonexistent"),
         env={},
+        source_roots=(tmp_path / "abs",),
     )
     assert isinstance(result, Fetched)
     assert result.path == path

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import FIXTURE_MANIFESTS, load_vectors
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
@@ -21,10 +22,8 @@ from reconciler.odf.json_schemas import (
     validator,
 )
 
-FIXTURE_DIR = Path("/work/shared/fixtures/kamu-contrib-manifests")
-BLOCK_VECTORS = Path("/work/shared/odf/vectors/block-vectors.json")
-MANIFESTS = sorted(FIXTURE_DIR.glob("*.yaml"))
-BLOCKS = json.loads(BLOCK_VECTORS.read_text(encoding="utf-8"))
+MANIFESTS = sorted(FIXTURE_MANIFESTS.glob("*.yaml"))
+BLOCKS = load_vectors("block-vectors.json")
 
 DID = "did:odf:fed01816ef0a9abe93aba816ef0a9abe93aba90e6065747170300c0d3d30c2cd8d7a4"
 HASH = "f16209eb949bd8ff0bb1d827f11809aebc6bd0d5955c7f368469a913c70d196620272"
@@ -49,6 +48,24 @@ EXAMPLES: dict[str, list[Any]] = {
             "datasets": [],
             "verdicts": [],
             "problems": [],
+        }
+    ],
+    "run-result.json": [
+        {
+            "formatVersion": 1,
+            "command": "verify",
+            "ok": True,
+            "exitCode": 0,
+            "interrupted": False,
+            "error": None,
+            "datasets": [],
+            "summary": {
+                "datasets": 0,
+                "statuses": {},
+                "records": 0,
+                "seconds": 0.1,
+                "line": "0 datasets: 0 valid in 0.1 s",
+            },
         }
     ],
     "fragments/AttachmentEmbedded.json": [{"path": "README.md", "content": "# Hi"}],
@@ -512,7 +529,7 @@ def test_seed_dataset_id_must_be_a_did_odf() -> None:
 
 def test_every_schema_file_is_a_valid_draft_2020_12_schema_with_an_id_matching_its_path() -> None:
     files = schema_files()
-    assert len(files) == 44  # 4 top-level (with plan.json), 14 metadata-events, 26 fragments
+    assert len(files) == 45  # 5 top-level (plan, run-result), 14 metadata-events, 26 fragments
     for path in files:
         schema = json.loads(path.read_text(encoding="utf-8"))
         Draft202012Validator.check_schema(schema)

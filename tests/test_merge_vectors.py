@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import load_vectors
 from gitops_repo import GitOpsRepo, events, manifest, reconcile, rows, slices
 from pyspark.sql import SparkSession
 
@@ -30,8 +31,7 @@ from reconciler.ingest.checkpoints import project
 from reconciler.odf import Timestamp, models
 from reconciler.odf.integrity import check_integrity
 
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "odf" / "vectors" / "merge-cases.json"
-CASES = json.loads(VECTORS.read_text())["cases"]
+CASES = load_vectors("merge-cases.json")["cases"]
 NAME = "org.example.case"
 ROUND_1 = Timestamp.parse("2000-01-01T00:00:00Z")
 ROUND_2 = Timestamp.parse("2000-01-02T00:00:00Z")

@@ -22,6 +22,7 @@ from gitops_repo import (
     root_events,
 )
 from openlineage_backend import Backend, isolated_home, serve, validate
+from test_cli_conventions import normal
 from typer.testing import CliRunner
 
 from reconciler.apply import Outcome, Status, apply_plan
@@ -371,9 +372,9 @@ def test_the_cli_reports_an_apply_and_nothing_for_a_plan(
 
     applied = runner.invoke(app, args, env=env)
     assert applied.exit_code == 0, applied.output
-    assert applied.output.splitlines()[-2:] == [
-        f"{RAW}: updated: 4 metadata block(s); 2 data block(s) with 2 row(s)",
-        "1 dataset(s): 1 updated",
+    assert normal(applied.output)[-2:] == [
+        f"HH:MM:SS OK    {RAW} updated: 6 blocks (4 metadata), 2 records in N s",
+        "1 dataset: 1 updated (2 records) in N s",
     ]
     assert sequence(backend) == [
         ("START", "reconcile"),

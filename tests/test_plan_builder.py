@@ -349,7 +349,7 @@ def test_all_problems_are_reported_at_once(repo: GitOpsRepo) -> None:
     plan = repo.plan()
     messages = sorted(p.message for p in plan.problems)
     assert messages == [
-        f"dataset 'org.example.dup' is defined twice (also in {repo.root / 'datasets' / 'org.example.dup1.yaml'}:1)",
+        f"dataset 'org.example.dup' is defined twice (also in {repo.root / 'datasets' / 'org.example.dup1.yaml'}:4)",
         "dependency cycle: org.example.x -> org.example.y -> org.example.x",
         "input 'org.example.nowhere' of 'org.example.orphan-input' is not a dataset of this repository",
         "required field 'shortName' is missing",

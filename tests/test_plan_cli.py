@@ -16,6 +16,7 @@ from typing import ClassVar
 import pytest
 from conftest import FIXTURE_MANIFESTS
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
+from test_cli_conventions import normal
 
 from reconciler.odf import json_schemas
 
@@ -272,9 +273,9 @@ def test_apply_ingests_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
     (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n2,y\n")
     applied = reconcile(repo, "--system-time", "2026-01-01T00:00:00Z")
     assert applied.returncode == 0, applied.stderr
-    assert applied.stdout.splitlines()[-2:] == [  # after the plan
-        "org.example.a: updated: 4 metadata block(s); 2 data block(s) with 2 row(s)",
-        "1 dataset(s): 1 updated",
+    assert normal(applied.stdout)[-2:] == [  # after the plan
+        "HH:MM:SS OK    org.example.a updated: 6 blocks (4 metadata), 2 records in N s",
+        "1 dataset: 1 updated (2 records) in N s",
     ]
     code, document = plan_json(repo, "--detailed-exitcode")
     assert code == 0 and document["datasets"][0]["action"] == "unchanged"
@@ -282,9 +283,9 @@ def test_apply_ingests_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
     assert {e["block"]["systemTime"] for e in json.loads(log.stdout)} == {"2026-01-01T00:00:00Z"}
     again = reconcile(repo, "--system-time", "2026-01-02T00:00:00Z")
     assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines()[-2:] == [
-        "org.example.a: up-to-date",
-        "1 dataset(s): 1 up-to-date",
+    assert normal(again.stdout)[-2:] == [
+        "HH:MM:SS OK    org.example.a up to date in N s",
+        "1 dataset: 1 up to date in N s",
     ]
 
 
@@ -294,8 +295,8 @@ def test_prune_deletes_an_orphaned_chain_only_when_asked(repo: GitOpsRepo) -> No
     repo.remove("org.example.a")
     kept = reconcile(repo)
     assert kept.returncode == 0 and repo.odf.dataset("org.example.a").exists()
-    assert kept.stdout.splitlines()[-1] == "0 dataset(s): nothing to do"
+    assert normal(kept.stdout)[-1] == "0 datasets: nothing to do in N s"
     pruned = reconcile(repo, "--prune")
     assert pruned.returncode == 0, pruned.stderr
-    assert "org.example.a: deleted" in pruned.stdout
+    assert "HH:MM:SS OK    org.example.a deleted in N s" in normal(pruned.stdout)
     assert not (repo.root / "odf" / "org.example.a").exists()

@@ -38,6 +38,7 @@ from reconciler.plan.render_text import render_text
 DID_TICKS = "did:odf:fed01816ef0a9abe93aba816ef0a9abe93aba90e6065747170300c0d3d30c2cd8d7a4"
 DID_DAILY = "did:odf:fed0119d6fbd1e7ff7b1a7a2f2f0bd0e06a0cbb7e0f5b3a7c6d4a1f2e3d4c5b6a7981"
 DID_WEEKLY = "did:odf:fed0127a4c1d0e9f8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b21"
+COMMIT = "4f1c2a9e8b7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b"
 DID_LEGACY = "did:odf:fed01a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5"
 
 POLLING_SOURCE = {
@@ -210,6 +211,7 @@ PLAN = Plan(
     ),
     base_ref="origin/main",
     engine_started=True,
+    commit=COMMIT,
 )
 
 FAILED_QUERY = QueryCheck(
@@ -255,7 +257,8 @@ def generated_update(index: int) -> DatasetPlan:
 
 
 def markdown_blocks(markdown: str) -> list[str]:
-    return markdown.split("\n\n")
+    """The comment's blocks, without the newline that ends the comment."""
+    return markdown.removesuffix("\n").split("\n\n")
 
 
 # JSON ----------------------------------------------------------------------------------
@@ -277,6 +280,7 @@ def test_json_document_is_indented_by_two_with_format_version_first() -> None:
     assert list(plan_to_dict(PLAN)) == [
         "formatVersion",
         "baseRef",
+        "commit",
         "engineStarted",
         "summary",
         "datasets",
@@ -612,30 +616,36 @@ def test_text_colours_change_no_character_of_the_layout() -> None:
 
 # Markdown ------------------------------------------------------------------------------
 
-EXPECTED_OVERVIEW = """\
+EXPECTED_SUMMARY = (
+    "**2 errors** · **1 breaking change** (`org.example.ticks.daily`) · 2 warnings"
+    " · 1 to update · 1 to create · 1 orphaned · 2 unchanged · 1 with pending data"
+)
+
+EXPECTED_TABLE = """\
+| Dataset | Action | Class | Notes |
+| --- | --- | --- | --- |
+| `org.example.prices` | create | compatible |  |
+| `org.example.ticks.daily` | update | **breaking** | **1 error** · 1 downstream (1 affected) |
+| `org.example.legacy` | orphaned |  |  |
+
+_Not listed: 2 unchanged datasets._"""
+
+EXPECTED_OVERVIEW = f"""\
 ## Reconcile plan
 
-Plan: 1 to create, 1 to update, 2 unchanged, 1 orphaned; 1 with pending data. 2 errors, 2 warnings.
+{EXPECTED_SUMMARY}
 
-Compared with `origin/main`. Changed queries were analysed by the engine.
+Commit {COMMIT}, compared with `origin/main`. Changed queries were analysed by the engine.
 
 ### Datasets
 
-| Dataset | Action | Class | Events | Downstream | Pending | Changed in PR |
-| --- | --- | --- | --- | --- | --- | --- |
-| `org.example.ticks` | unchanged |  |  | 2 | polling-source | no |
-| `org.example.prices` | create | compatible | SetPollingSource, SetInfo, SetLicense |  |  | yes |
-| `org.example.ticks.daily` | update | breaking | SetTransform | 1 (1 affected) |  | yes |
-| `org.example.ticks.weekly` | unchanged |  |  |  |  | no |
-| `org.example.legacy` | orphaned |  |  |  |  |  |
+{EXPECTED_TABLE}
 
 ### Policy verdicts
 
-| Severity | Policy | Dataset | Message | Location |
-| --- | --- | --- | --- | --- |
-| **error** | `breaking-changes-need-override` | `org.example.ticks.daily` | breaking change without an override: drops b, retypes a | `datasets/org.example.ticks.daily.yaml:7:7` |
-| warning | `license-required` | `org.example.ticks.weekly` | no SetLicense: readers cannot tell how they may use the data | `datasets/org.example.ticks.weekly.yaml` |
-| warning | `no-orphans` |  | 1 chain has no manifest: org.example.legacy |  |
+- **error** `breaking-changes-need-override` `datasets/org.example.ticks.daily.yaml:7:7` `org.example.ticks.daily`: breaking change without an override: drops b, retypes a
+- warning `license-required` `datasets/org.example.ticks.weekly.yaml` `org.example.ticks.weekly`: no SetLicense: readers cannot tell how they may use the data
+- warning `no-orphans`: 1 chain has no manifest: org.example.legacy
 
 ### Problems
 
@@ -652,16 +662,20 @@ graph LR
   d3["org.example.ticks.weekly"]
   d2 --> d3
   classDef create fill:#dafbe1,stroke:#1a7f37
-  classDef update fill:#fff8c5,stroke:#9a6700
+  classDef breaking fill:#fff8c5,stroke:#cf222e,stroke-width:3px
   classDef affected fill:#fff1e5,stroke:#bc4c00
   class d1 create
-  class d2 update
+  class d2 breaking
   class d3 affected
 ```
+
+**Legend:** 🟩 created · 🟨 with a thick red border: breaking change · 🟧 downstream, reached by a schema or breaking change · arrows run from an input to the dataset that reads it
 """
 
 EXPECTED_DAILY_SECTION = """\
 <details><summary><code>org.example.ticks.daily</code> (Derivative): update, breaking, changed in this PR</summary>
+
+**Manifest:** `datasets/org.example.ticks.daily.yaml` · **Inputs:** `org.example.ticks`
 
 #### `SetTransform` (breaking)
 
@@ -697,6 +711,8 @@ EXPECTED_DAILY_SECTION = """\
 
 EXPECTED_PRICES_SECTION = """\
 <details><summary><code>org.example.prices</code> (Root): create, compatible, changed in this PR</summary>
+
+**Manifest:** `datasets/org.example.prices.yaml`
 
 #### `SetPollingSource` (compatible)
 
@@ -767,18 +783,77 @@ def test_markdown_is_overview_graph_then_a_details_section_per_changed_dataset()
     )
 
 
-def test_markdown_summary_table_has_a_row_per_dataset() -> None:
-    lines = render_markdown(PLAN).splitlines()
-    start = lines.index(
-        "| Dataset | Action | Class | Events | Downstream | Pending | Changed in PR |"
-    )
-    assert lines[start + 2 : start + 7] == [
-        "| `org.example.ticks` | unchanged |  |  | 2 | polling-source | no |",
-        "| `org.example.prices` | create | compatible | SetPollingSource, SetInfo, SetLicense |  |  | yes |",
-        "| `org.example.ticks.daily` | update | breaking | SetTransform | 1 (1 affected) |  | yes |",
-        "| `org.example.ticks.weekly` | unchanged |  |  |  |  | no |",
-        "| `org.example.legacy` | orphaned |  |  |  |  |  |",
+def test_markdown_summary_line_leads_with_errors_and_names_the_breaking_changes() -> None:
+    assert markdown_blocks(render_markdown(PLAN))[1] == EXPECTED_SUMMARY
+
+
+def test_markdown_summary_line_says_no_errors_and_names_three_breaking_then_counts() -> None:
+    breaking = [
+        dataclasses.replace(DAILY, name=f"org.example.b{i}", downstream=(), query=None)
+        for i in range(5)
     ]
+    plan = Plan(datasets=(*breaking, WEEKLY))
+    assert markdown_blocks(render_markdown(plan))[1] == (
+        "no errors · **5 breaking changes** (`org.example.b0`, `org.example.b1`,"
+        " `org.example.b2` and 2 more) · 5 to update · 1 unchanged"
+    )
+
+
+def test_markdown_summary_line_counts_a_failed_query_as_an_error() -> None:
+    plan = Plan(datasets=(dataclasses.replace(PRICES, query=FAILED_QUERY),))
+    assert markdown_blocks(render_markdown(plan))[1] == "**1 error** · 1 to create"
+
+
+def test_markdown_table_lists_only_datasets_that_change_or_fail_and_counts_the_rest() -> None:
+    blocks = markdown_blocks(render_markdown(PLAN))
+    start = blocks.index("### Datasets")
+    assert "\n\n".join(blocks[start + 1 : start + 3]) == EXPECTED_TABLE
+
+
+def test_markdown_table_lists_an_unchanged_dataset_that_fails() -> None:
+    failing = Verdict("naming", Severity.ERROR, "bad name", dataset="org.example.ticks.weekly")
+    plan = Plan(datasets=(TICKS, WEEKLY), verdicts=(failing,))
+    blocks = markdown_blocks(render_markdown(plan))
+    start = blocks.index("### Datasets")
+    assert blocks[start + 1 : start + 3] == [
+        "| Dataset | Action | Class | Notes |\n"
+        "| --- | --- | --- | --- |\n"
+        "| `org.example.ticks.weekly` | unchanged |  | **1 error** |",
+        "_Not listed: 1 unchanged dataset._",
+    ]
+
+
+def test_markdown_of_a_plan_without_changes_says_so_instead_of_a_table() -> None:
+    blocks = markdown_blocks(render_markdown(Plan(datasets=(TICKS, WEEKLY))))
+    assert blocks[1:4] == [
+        "no errors · 2 unchanged · 1 with pending data",
+        "### Datasets",
+        "_No dataset changes: 2 unchanged datasets._",
+    ]
+
+
+def test_markdown_notes_a_change_the_pull_request_did_not_make() -> None:
+    plan = Plan(datasets=(dataclasses.replace(PRICES, changed_in_pr=False),))
+    assert "| `org.example.prices` | create | compatible | not changed in this PR |" in (
+        render_markdown(plan)
+    )
+
+
+def test_markdown_names_the_commit_alone_or_the_base_alone() -> None:
+    with_commit = Plan(datasets=(), commit=COMMIT)
+    with_base = Plan(datasets=(), base_ref="origin/main")
+    assert markdown_blocks(render_markdown(with_commit))[2] == f"Commit {COMMIT}."
+    assert markdown_blocks(render_markdown(with_base))[2] == "Compared with `origin/main`."
+    assert markdown_blocks(render_markdown(Plan(datasets=())))[1:3] == [
+        "no errors · no datasets",
+        "### Datasets",
+    ]
+
+
+def test_markdown_legend_explains_only_the_styles_the_graph_uses() -> None:
+    deleted = dataclasses.replace(LEGACY, action=Action.DELETE)
+    blocks = markdown_blocks(render_markdown(Plan(datasets=(deleted,))))
+    assert blocks[blocks.index("### Affected datasets") + 2] == "**Legend:** 🟥 deleted"
 
 
 def test_markdown_graph_links_inputs_to_readers_among_changed_and_downstream_only() -> None:
@@ -816,8 +891,8 @@ def test_markdown_escapes_pipes_and_newlines_in_cells_and_backticks_in_code() ->
         datasets=(dataclasses.replace(DAILY, events=(event,), query=None),), verdicts=(weird,)
     )
     blocks = markdown_blocks(render_markdown(plan))
-    assert blocks[blocks.index("### Policy verdicts") + 1].splitlines()[2] == (
-        "| **error** | `naming` | `org.example.ticks` | use a \\| b<br>not a \\|\\| b |  |"
+    assert blocks[blocks.index("### Policy verdicts") + 1] == (
+        "- **error** `naming` `org.example.ticks`: use a \\| b<br>not a \\|\\| b"
     )
     schema_table = next(b for b in blocks if b.startswith("| Column |"))
     assert schema_table.splitlines()[2] == "| ``a`b`` |  | `INT` | added |"
@@ -846,18 +921,17 @@ def test_markdown_of_300_large_diffs_fits_a_github_comment_and_names_every_datas
     markdown = render_markdown(plan)
     assert len(markdown) <= 65536
     lines = markdown.splitlines()
-    rows = lines[lines.index("| --- | --- | --- | --- | --- | --- | --- |") + 1 :][:300]
+    rows = lines[lines.index("| --- | --- | --- | --- |") + 1 :][:300]
     assert rows == [
-        f"| `org.example.generated.d{i:03}` | update | needs-validation | SetTransform |  |  | yes |"
-        for i in range(300)
+        f"| `org.example.generated.d{i:03}` | update | needs-validation |  |" for i in range(300)
     ]
     kept = [line for line in lines if line.startswith("<details><summary>")]
     assert kept == [
         f"<details><summary><code>org.example.generated.d{i:03}</code> (Derivative): update, needs-validation, changed in this PR</summary>"
-        for i in range(232, 300)
+        for i in range(215, 300)
     ]
-    assert markdown.count("_diff omitted: 166 lines; run `reconcile --plan` locally_") == 68
-    omitted = ", ".join(f"`org.example.generated.d{i:03}`" for i in range(232))
+    assert markdown.count("_diff omitted: 166 lines; run `reconcile --plan` locally_") == 85
+    omitted = ", ".join(f"`org.example.generated.d{i:03}`" for i in range(215))
     assert (
         lines[-1]
         == f"_Details omitted to fit the comment; run `reconcile --plan` locally: {omitted}._"
@@ -878,3 +952,70 @@ def test_markdown_with_a_tiny_limit_still_keeps_summary_verdicts_and_problems() 
             "",
         ]
     )
+
+
+# Readability: relative paths, inputs by name --------------------------------------------
+
+ROOT = "/home/runner/work/data/data"
+
+
+def absolute(location: Location | None) -> Location | None:
+    return (
+        None if location is None else dataclasses.replace(location, file=f"{ROOT}/{location.file}")
+    )
+
+
+ABSOLUTE_PLAN = dataclasses.replace(
+    PLAN,
+    root=ROOT,
+    datasets=tuple(dataclasses.replace(d, manifest=absolute(d.manifest)) for d in PLAN.datasets),
+    verdicts=tuple(dataclasses.replace(v, location=absolute(v.location)) for v in PLAN.verdicts),
+    problems=tuple(dataclasses.replace(p, location=absolute(p.location)) for p in PLAN.problems),
+)
+
+
+def test_every_renderer_shows_paths_under_the_root_relative_to_it() -> None:
+    assert render_markdown(ABSOLUTE_PLAN) == render_markdown(PLAN)
+    assert render_text(ABSOLUTE_PLAN, color=False) == EXPECTED_TEXT
+    assert plan_to_dict(ABSOLUTE_PLAN) == plan_to_dict(PLAN)
+
+
+def test_a_path_outside_the_root_is_kept_as_given() -> None:
+    elsewhere = Problem("not read: a link out of the repository", location=Location("/etc/x.yaml"))
+    plan = Plan(datasets=(), problems=(elsewhere,), root=ROOT)
+    assert markdown_blocks(render_markdown(plan))[-1] == (
+        "- `/etc/x.yaml`: not read: a link out of the repository"
+    )
+
+
+def test_json_names_the_commit_planned() -> None:
+    document = plan_to_dict(PLAN)
+    assert document["commit"] == COMMIT
+    assert "root" not in plan_to_dict(ABSOLUTE_PLAN)
+
+
+def test_markdown_and_text_show_input_ids_of_the_chain_by_name_so_only_real_changes_diff() -> None:
+    renamed = dataclasses.replace(
+        DAILY.events[0],
+        before=set_transform(OLD_QUERY),  # the chain's form: inputs by did:odf id
+        after={**set_transform(NEW_QUERY), "inputs": [{"datasetRef": "org.example.ticks"}]},
+    )
+    plan = Plan(datasets=(TICKS, dataclasses.replace(DAILY, events=(renamed,), query=None)))
+    diff = next(b for b in markdown_blocks(render_markdown(plan)) if b.startswith("```diff"))
+    assert diff.splitlines()[:7] == [
+        "```diff",
+        "@@ -1,13 +1,12 @@",
+        "  kind: SetTransform",
+        "  inputs:",
+        "  - datasetRef: org.example.ticks",
+        "-   alias: org.example.ticks",
+        "  transform:",
+    ]
+    assert DID_TICKS not in render_text(plan, color=False)
+
+
+def test_an_unknown_input_id_stays_an_id() -> None:
+    new_transform = dataclasses.replace(DAILY.events[0], before=None, schema=None)
+    plan = Plan(datasets=(dataclasses.replace(DAILY, events=(new_transform,), query=None),))
+    diff = next(b for b in markdown_blocks(render_markdown(plan)) if b.startswith("```diff"))
+    assert diff.splitlines()[2:4] == ["+ inputs:", f"+ - datasetRef: {DID_TICKS}"]

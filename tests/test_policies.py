@@ -170,6 +170,8 @@ def _plan(change_class: ChangeClass | None, override: str | None = None) -> Data
 def test_the_shipped_policies_load_in_file_name_order() -> None:
     policies = load_policies(SHIPPED).policies
     assert [(p.id, p.severity) for p in policies] == [
+        ("chains-changed-in-pull-request", ERROR),  # chains.yaml
+        ("deterministic-queries", ERROR),  # determinism.yaml
         ("spark-engine-only", ERROR),  # engines.yaml
         ("breaking-change-override", ERROR),  # evolution.yaml
         ("manifest-shape", WARNING),  # manifest-shape.schema.json
@@ -195,7 +197,8 @@ def test_a_compliant_manifest_gets_no_verdicts(tmp_path: Path, dataset: DatasetP
 
 @pytest.mark.parametrize(
     "name",
-    ["weather", "Org.Example.Weather", "org..weather", "org.-example", "org/example.weather"],
+    # Valid by the spec's grammar (which the manifest loader enforces) but not the policy's.
+    ["weather", "Org.Example.Weather", "weather-station", "org.example.Daily"],
 )
 def test_reverse_domain_name_fires_on_other_names(tmp_path: Path, name: str) -> None:
     path = _write(tmp_path, COMPLIANT.replace("org.example.weather.daily", name, 1))
@@ -615,7 +618,8 @@ rules:
             5,
             "names",
             "unknown key 'name_regex'; a rule has id, severity, message, applies_to and one "
-            "check of: name_pattern, require_events, forbid_steps, allowed_engines, breaking_changes",
+            "check of: name_pattern, require_events, forbid_steps, allowed_engines, breaking_changes,"
+            " deterministic_queries",
             id="unknown-check",
         ),
         pytest.param(
@@ -670,7 +674,7 @@ rules:
             6,
             "two",
             "a rule needs exactly one check of: name_pattern, require_events, forbid_steps, "
-            "allowed_engines, breaking_changes",
+            "allowed_engines, breaking_changes, deterministic_queries",
             id="two-checks",
         ),
         pytest.param(

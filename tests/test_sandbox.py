@@ -458,14 +458,6 @@ LEGITIMATE: dict[str, tuple[TransformSql, tuple[Column, ...]]] = {
             Column("j", "struct<k:int>", True),
         ),
     ),
-    "non-deterministic built-ins": (
-        sql("SELECT rand(1) AS r, uuid() AS u, current_timestamp() AS t"),
-        (
-            Column("r", "double", False),
-            Column("u", "string", False),
-            Column("t", "timestamp", False),
-        ),
-    ),
 }
 
 

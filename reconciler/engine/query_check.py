@@ -17,7 +17,9 @@ backtick-quoted alias, and queries must quote such names as well:
 Queries come from unreviewed pull requests, so each step is sandboxed (``sandbox``):
 a statement that is not a query is refused from its parse alone, and a query whose
 analysed plan reads anything but the inputs and earlier steps, or calls into the JVM,
-is refused before any of it runs. Both are reported as the step's error.
+is refused before any of it runs. Both are reported as the step's error. What in the
+steps is non-deterministic is reported beside the output columns (``nondeterministic``),
+for the plan's policy to judge.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pyspark.errors.exceptions.captured import capture_sql_exception
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
+from reconciler.engine.determinism import Nondeterminism
 from reconciler.engine.errors import first_line
 from reconciler.engine.sandbox import SandboxError, check_parsed, check_plan
 from reconciler.odf.models import TransformSql
@@ -65,10 +68,15 @@ def check_query(
     """
     try:
         frames = {alias: _empty_input(spark, alias, columns) for alias, columns in inputs.items()}
-        output = apply_transform(spark, frames, transform)
+        output, nondeterministic = _analyse_transform(spark, frames, transform)
     except QueryError as failed:
         return QueryCheck(dataset=dataset, ok=False, error=failed.message, line=failed.line)
-    return QueryCheck(dataset=dataset, ok=True, output_schema=columns_from_schema(output.schema))
+    return QueryCheck(
+        dataset=dataset,
+        ok=True,
+        output_schema=columns_from_schema(output.schema),
+        nondeterministic=nondeterministic,
+    )
 
 
 def apply_transform(
@@ -81,14 +89,28 @@ def apply_transform(
     plans it was built from, and the next transform (of another dataset, with other
     inputs) must not resolve a name this one registered. Transforms share the session's
     view namespace and so must not run concurrently.
+
+    Non-deterministic functions are not refused here: the plan judges them by policy
+    before anything is committed, and ``reconcile sql`` commits nothing.
     """
+    return _analyse_transform(spark, inputs, transform)[0]
+
+
+def _analyse_transform(
+    spark: SparkSession, inputs: Mapping[str, DataFrame], transform: TransformSql
+) -> tuple[DataFrame, tuple[str, ...]]:
+    """``apply_transform``'s output, and what in its steps is non-deterministic, each
+    as ``rand() in step `output` (line 2)``."""
     views: list[str] = []
+    nondeterministic: list[str] = []
     try:
         for alias, frame in inputs.items():
             _register(frame, alias, views)
         output: DataFrame | None = None
         for step in transform.normalized().queries or []:
-            output = _analyse_step(spark, step.alias or OUTPUT_STEP, step.query, views)
+            label = step.alias or OUTPUT_STEP
+            output, found = _analyse_step(spark, label, step.query, views)
+            nondeterministic += [_in_step(label, finding) for finding in found]
             if step.alias is not None:
                 _register(output, step.alias, views)
     finally:
@@ -96,7 +118,12 @@ def apply_transform(
             spark.catalog.dropTempView(name)
     if output is None:
         raise QueryError("the transform has no query")
-    return output
+    return output, tuple(nondeterministic)
+
+
+def _in_step(label: str, finding: Nondeterminism) -> str:
+    where = f" (line {finding.line})" if finding.line is not None else ""
+    return f"{finding.what} in step `{label}`{where}"
 
 
 def _empty_input(spark: SparkSession, alias: str, columns: Sequence[Column]) -> DataFrame:
@@ -130,8 +157,11 @@ def _register(frame: DataFrame, alias: str, views: list[str]) -> None:
     views.append(alias)
 
 
-def _analyse_step(spark: SparkSession, label: str, query: str, views: Sequence[str]) -> DataFrame:
-    """Parse, sandbox and analyse one step, which may read only ``views``.
+def _analyse_step(
+    spark: SparkSession, label: str, query: str, views: Sequence[str]
+) -> tuple[DataFrame, tuple[Nondeterminism, ...]]:
+    """Parse, sandbox and analyse one step, which may read only ``views``; the step's
+    frame and what in it is non-deterministic.
 
     ``spark.sql`` analyses a query eagerly (that is where unknown columns and tables are
     found) but runs no job until an action; the sandbox checks the parsed plan before
@@ -141,12 +171,12 @@ def _analyse_step(spark: SparkSession, label: str, query: str, views: Sequence[s
     try:
         check_parsed(_require_query(spark, label, query), spark.sparkContext._jvm)
         frame = spark.sql(query)
-        check_plan(frame, views)
+        nondeterministic = check_plan(frame, views)
     except (AnalysisException, ParseException) as e:
         raise QueryError(f"step `{label}`: {_engine_message(e)}", _engine_line(e, query)) from None
     except SandboxError as e:
         raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line) from None
-    return frame
+    return frame, nondeterministic
 
 
 def _require_query(spark: SparkSession, label: str, query: str) -> Any:

@@ -33,20 +33,46 @@ subquery:
   a query, but running it runs any program on the runner with the rows as its input;
 - Java reflection (``reflect``, ``java_method``, ``try_reflect``) and user-defined
   functions (Scala, Java, Python or Hive UDFs a session may have registered, whose code
-  is not in the manifest) are refused.
+  is not in the manifest) are refused;
+- the XPath functions (``xpath``, ``xpath_string``, ``xpath_int``… ``xpath_number``)
+  are refused: their parser loads the external DTD a document names, so a row's value
+  would make the runner send a request, and Spark offers no setting to stop it;
+- the JSON, CSV and XML functions (``from_xml``, ``schema_of_xml``, ``to_xml`` and
+  their JSON and CSV twins) may not be given an option that names a location
+  (``rowValidationXSDPath``, or any option whose name says path, file, URL, URI, XSD or
+  DTD): Spark would load that schema, and whatever it includes, from any file or URL
+  when the query runs. Their XML parser itself resolves neither DTDs nor entities.
 
-Non-deterministic built-ins (``rand()``, ``uuid()``, ``current_timestamp()``) read
-nothing outside the query and are allowed here; determinism is not this module's rule.
+Files and URLs can be reached from a query *before* analysis too, so the parsed plan is
+also checked for calls whose arguments Spark reads while analysing or that no analysed
+plan shows any more:
+
+- ``from_protobuf`` and ``to_protobuf`` read their descriptor file (a Hadoop path, so
+  ``http://`` as well) while the analyser types them, and without a descriptor they load
+  a Java class by name; only a descriptor given inline as a binary literal
+  (``X'0a…'``) is allowed;
+- the options of the functions above, and of ``from_avro`` and ``schema_of_avro``, must
+  be a ``map()`` of string literals, so that a reviewer reads the options the engine
+  gets (an option name built by an expression is exactly what a reviewer would miss),
+  and none may name a location.
+
+Non-deterministic built-ins (``rand()``, ``uuid()``, ``current_timestamp()``,
+``TABLESAMPLE``) read nothing outside the query and are not refused here: the walk only
+collects them (``determinism``) for the caller, whose rule determinism is.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from pyspark.sql import DataFrame
+
+from reconciler.engine import determinism
+from reconciler.engine.determinism import Nondeterminism
 
 _CATALYST = "org.apache.spark.sql.catalyst"
 
@@ -67,6 +93,53 @@ _EXTERNAL_PROGRAMS = frozenset({"ScriptTransformation"})
 # Function names (last name part, lower case) that resolve to Java reflection.
 _REFLECTION_NAMES = frozenset({"reflect", "java_method", "try_reflect"})
 _REFLECTION_CLASSES = frozenset({"CallMethodViaReflection", "TryReflect"})
+# XPath expressions (analysed classes): their parser fetches a document's external DTD.
+_XPATH_CLASSES = frozenset(
+    {
+        "XPathList",
+        "XPathBoolean",
+        "XPathShort",
+        "XPathInt",
+        "XPathLong",
+        "XPathFloat",
+        "XPathDouble",
+        "XPathString",
+    }
+)
+# Analysed expressions that hold evaluated reader or writer options (``options()``).
+_OPTION_CLASSES = frozenset(
+    {
+        "XmlToStructs",
+        "SchemaOfXml",
+        "StructsToXml",
+        "JsonToStructs",
+        "SchemaOfJson",
+        "StructsToJson",
+        "CsvToStructs",
+        "SchemaOfCsv",
+        "StructsToCsv",
+    }
+)
+# Function name -> the 0-based position of its options argument, for the parsed check.
+_OPTIONS_ARGUMENT = {
+    "from_xml": 2,
+    "schema_of_xml": 1,
+    "to_xml": 1,
+    "from_json": 2,
+    "schema_of_json": 1,
+    "to_json": 1,
+    "from_csv": 2,
+    "schema_of_csv": 1,
+    "to_csv": 1,
+    "from_avro": 2,
+    "schema_of_avro": 1,
+    "from_protobuf": 3,
+    "to_protobuf": 3,
+}
+# Functions that read a descriptor file at this 0-based position while being analysed.
+_DESCRIPTOR_ARGUMENT = {"from_protobuf": 2, "to_protobuf": 2}
+# Option names (any case) that point the engine at something to load.
+_LOCATION_OPTION = re.compile(r"path|file|url|uri|xsd|dtd", re.IGNORECASE)
 
 
 class SandboxError(Exception):
@@ -92,6 +165,7 @@ def check_parsed(plan: Any, jvm: Any) -> None:
             name = str(node.nameParts().last()).lower()
             if name in _REFLECTION_NAMES:
                 raise SandboxError(f"calls Java reflection ({name})", _line(node))
+            _check_arguments(node, name, list(_seq(node.arguments())))
         elif kind == "ExpressionWithUnresolvedIdentifier":
             identifier = node.identifierExpr()
             if _simple_name(identifier) != "Literal":
@@ -102,20 +176,72 @@ def check_parsed(plan: Any, jvm: Any) -> None:
             text = str(identifier.value()).lower()
             if any(name in text for name in _REFLECTION_NAMES):
                 raise SandboxError(f"calls Java reflection ({text})", _line(node))
+            name = text.rpartition(".")[2].strip("`")
+            _check_arguments(node, name, list(_seq(node.otherExprs())))
 
 
-def check_plan(frame: DataFrame, allowed: Collection[str]) -> None:
-    """Refuse ``frame`` unless its analysed plan reads only the views named ``allowed``.
+def _check_arguments(node: Any, name: str, arguments: list[Any]) -> None:
+    """Refuse a parsed call that would make Spark load a descriptor, schema or file."""
+    position = _DESCRIPTOR_ARGUMENT.get(name)
+    if position is not None and not _is_binary_literal(arguments, position):
+        raise SandboxError(
+            f"{name} reads a descriptor file or loads a Java class; give the descriptor"
+            " inline as a binary literal (X'...')",
+            _line(node),
+        )
+    position = _OPTIONS_ARGUMENT.get(name)
+    if position is None or len(arguments) <= position:
+        return
+    options = arguments[position]
+    pairs = list(_seq(options.arguments())) if _is_map_call(options) else []
+    if not pairs or not all(_is_string_literal(part) for part in pairs):
+        raise SandboxError(
+            f"gives {name} options that are not a map() of string literals", _line(node)
+        )
+    for key in pairs[::2]:
+        _check_option(node, name, str(key.value()))
+
+
+def _is_map_call(node: Any) -> bool:
+    return _simple_name(node) == "UnresolvedFunction" and (
+        str(node.nameParts().last()).lower() == "map"
+    )
+
+
+def _is_string_literal(node: Any) -> bool:
+    return _simple_name(node) == "Literal" and str(node.dataType().typeName()) == "string"
+
+
+def _is_binary_literal(arguments: list[Any], position: int) -> bool:
+    if len(arguments) <= position:
+        return False
+    node = arguments[position]
+    return _simple_name(node) == "Literal" and str(node.dataType().typeName()) == "binary"
+
+
+def _check_option(node: Any, function: str, option: str) -> None:
+    if _LOCATION_OPTION.search(option):
+        raise SandboxError(
+            f"gives {function} the option {option!r}, which makes Spark load a file or URL",
+            _line(node),
+        )
+
+
+def check_plan(frame: DataFrame, allowed: Collection[str]) -> tuple[Nondeterminism, ...]:
+    """Refuse ``frame`` unless its analysed plan reads only the views named ``allowed``;
+    give what in it is non-deterministic, in plan order.
 
     ``allowed`` holds view names as registered (the inputs' aliases and the earlier
     steps'); they match as Spark resolves names, case-insensitively unless the session
-    sets ``spark.sql.caseSensitive``.
+    sets ``spark.sql.caseSensitive``. The inside of an allowed view is not walked, so
+    what an earlier step did is reported with that step, not again with this one.
     """
     session = frame.sparkSession
     case_sensitive = str(session.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
     names = set(allowed) if case_sensitive else {name.lower() for name in allowed}
     walker = _Walker(_types(session.sparkContext._jvm), names, case_sensitive)
     walker.plan(frame._jdf.queryExecution().analyzed())
+    return tuple(walker.nondeterministic)
 
 
 @cache
@@ -158,6 +284,7 @@ class _Walker:
     types: _Types
     allowed: set[str]
     case_sensitive: bool
+    nondeterministic: list[Nondeterminism] = field(default_factory=list)
 
     def plan(self, node: Any) -> None:
         name, kinds = self.types.of(node)
@@ -173,6 +300,7 @@ class _Walker:
         children = list(_seq(node.children()))
         if not children and name not in _HARMLESS_LEAVES:
             raise SandboxError(_relation_reason(node, name), _line(node))
+        self._note(determinism.plan_node(name), node)
         for expression in _seq(node.expressions()):
             self.expression(expression)
         for child in children:
@@ -184,13 +312,27 @@ class _Walker:
             raise SandboxError(f"calls Java reflection ({node.prettyName()})", _line(node))
         if "udf" in kinds:
             raise SandboxError(f"calls user-defined function `{node.name()}`", _line(node))
+        if name in _XPATH_CLASSES:
+            raise SandboxError(
+                f"calls {node.prettyName()}, whose XML parser fetches external DTDs", _line(node)
+            )
+        if name in _OPTION_CLASSES:
+            for option in _seq(node.options().keys().toSeq()):
+                _check_option(node, str(node.prettyName()), str(option))
+        children = list(_seq(node.children()))
         if "plan_expression" in kinds:  # EXISTS, IN, scalar and lateral subqueries
             inner = node.plan()
             if "plan" not in self.types.of(inner)[1]:
                 raise SandboxError(f"holds a {name} the sandbox cannot check", _line(node))
-            self.plan(inner)
-        for child in _seq(node.children()):
+            self.plan(inner)  # which names what makes the subquery non-deterministic
+        else:
+            self._note(determinism.expression(node, name, children), node)
+        for child in children:
             self.expression(child)
+
+    def _note(self, what: str | None, node: Any) -> None:
+        if what is not None:
+            self.nondeterministic.append(Nondeterminism(what, _line(node)))
 
     def _view(self, node: Any) -> None:
         identifier = node.desc().identifier()

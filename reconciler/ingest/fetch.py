@@ -13,6 +13,10 @@ a dataset ingested here resumes the same way under kamu and vice versa:
 - ``Url`` with ``file``: the state is the file's mtime rounded to milliseconds.
 - ``FilesGlob``: the state is the *name* of the last file ingested; one file per call, in
   ascending name order, with ``has_more`` while more remain.
+- ``FilesGlob`` and ``file:`` only reach files inside ``base_dir`` (the repository) or a
+  folder of ``source_roots``, symlinks followed (``reconciler.source_paths``): the plan
+  checked this already, but files can change between plan and apply, and what is read
+  here is committed. kamu reads any path.
 - ``Container``: an OCI container writes the data to stdout and its new state to files.
 
 Where kamu has a defect this module does the better thing, and says so where it does:
@@ -29,7 +33,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import email.utils
-import glob
 import http.client
 import os
 import re
@@ -38,7 +41,7 @@ import subprocess
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -46,6 +49,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..odf import models
 from ..odf.timestamps import Timestamp
+from ..source_paths import FileUrlError, OutsideError, SourceRoots, file_url_path, glob_matches
 from .templates import TemplateError, resolve_env_tracked
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "FetchError",
     "Fetched",
     "SourceNotFoundError",
+    "SourceOutsideError",
     "SourceUnreachableError",
     "UpToDate",
     "fetch",
@@ -115,6 +120,11 @@ class SourceNotFoundError(FetchError):
     """HTTP 404, a missing ``file://`` file, or a glob matching nothing with no state."""
 
 
+class SourceOutsideError(FetchError):
+    """A ``FilesGlob`` or ``file:`` source leads outside the repository and its
+    ``source_roots``; nothing of it was read."""
+
+
 class SourceUnreachableError(FetchError):
     """Any other HTTP status, a refused connection, a timeout or a broken download."""
 
@@ -149,19 +159,22 @@ def fetch(
     workdir: Path,
     base_dir: Path,
     env: Mapping[str, str],
+    source_roots: Sequence[Path] = (),
 ) -> Fetched | UpToDate:
     """Fetch what is new in the source since ``prev_state``.
 
     ``prev_state`` is the ``newSourceState`` of the dataset's most recent AddData (§1.7).
     ``workdir`` receives downloads (created if missing); ``base_dir`` anchors relative
-    ``FilesGlob`` paths and ``file:relative/path`` URLs; ``env`` resolves
-    ``${{ env.NAME }}`` templates and supplies container variables given without a value.
+    ``FilesGlob`` paths and ``file:relative/path`` URLs, and with ``source_roots`` bounds
+    the files they may reach; ``env`` resolves ``${{ env.NAME }}`` templates and supplies
+    container variables given without a value.
     """
     prev = _parse_state(prev_state)
+    roots = SourceRoots.of(base_dir, source_roots)
     if isinstance(step, models.FetchStepUrl):
-        return _fetch_url(step, prev, system_time, workdir, base_dir, env)
+        return _fetch_url(step, prev, system_time, workdir, base_dir, roots, env)
     if isinstance(step, models.FetchStepFilesGlob):
-        return _fetch_files_glob(step, prev, system_time, base_dir)
+        return _fetch_files_glob(step, prev, system_time, base_dir, roots)
     if isinstance(step, models.FetchStepContainer):
         return _fetch_container(step, prev, workdir, env)
     raise FetchError(f"fetch step {step.kind} is not supported (Url, FilesGlob and Container are)")
@@ -206,6 +219,7 @@ def _fetch_url(
     system_time: Timestamp,
     workdir: Path,
     base_dir: Path,
+    roots: SourceRoots,
     env: Mapping[str, str],
 ) -> Fetched | UpToDate:
     url, secrets = resolve_env_tracked(step.url, env)
@@ -217,7 +231,7 @@ def _fetch_url(
             origin=_display_url(url, secrets),
         )
     if scheme == "file":
-        path = _file_url_path(url, base_dir, secrets)
+        path = _file_url_path(step.url, url, base_dir, roots, secrets)
         return _fetch_file(path, step.event_time, prev, system_time, secrets)
     if scheme in ("http", "https"):
         return _fetch_http(step, url, secrets, prev, system_time, workdir, env)
@@ -420,17 +434,20 @@ def _download(
 # --- Local files -------------------------------------------------------------------------
 
 
-def _file_url_path(url: str, base_dir: Path, secrets: list[str]) -> Path:
-    """``file:///abs/path``, ``file://localhost/abs/path`` or ``file:relative/path``."""
-    parts = urlsplit(url)
-    if parts.netloc not in ("", "localhost"):
+def _file_url_path(
+    written: str, url: str, base_dir: Path, roots: SourceRoots, secrets: list[str]
+) -> Path:
+    """The confined path of ``url`` (``written`` with its templates resolved); a refusal
+    names the URL as written, so no resolved secret and no content is shown."""
+    try:
+        path = file_url_path(url, base_dir)
+        roots.confine(path)
+    except FileUrlError as e:
         origin = _display_url(url, secrets)
-        raise FetchError(
-            f"{origin}: file URLs take no host; use file:///absolute/path or file:relative/path",
-            origin=origin,
-        )
-    path = Path(unquote(parts.path))
-    return path if path.is_absolute() else base_dir / path
+        raise FetchError(f"{origin}: {e}", origin=origin) from None
+    except OutsideError as e:
+        raise SourceOutsideError(f"Url {written!r} {e}; it is not read", origin=written) from None
+    return path
 
 
 def _fetch_file(
@@ -471,6 +488,7 @@ def _fetch_files_glob(
     prev: _Prev,
     system_time: Timestamp,
     base_dir: Path,
+    roots: SourceRoots,
 ) -> Fetched | UpToDate:
     """One new file per call, by name; the state is the name of the file returned.
 
@@ -480,6 +498,8 @@ def _fetch_files_glob(
     by ``*``, unlike Rust's glob crate: they are usually partial downloads or editor
     temporaries. Two pending files with the same name in different directories are an
     error, because a name-only state could never tell them apart (kamu silently skips one).
+    Every match is confined, not only the one returned: a symlink leading out is refused
+    as soon as it appears, before any file of the source is read.
     """
     if step.order not in (None, models.SourceOrdering.BY_NAME):
         raise FetchError(
@@ -493,14 +513,16 @@ def _fetch_files_glob(
             origin=step.path,
         )
 
-    if os.path.isabs(step.path):
-        pattern = step.path
-    else:
-        pattern = os.path.join(glob.escape(str(base_dir)), step.path)
+    try:
+        matches = glob_matches(step.path, roots, base_dir)
+    except OutsideError as e:
+        raise SourceOutsideError(
+            f"FilesGlob path {step.path!r} {e}; it is not read", origin=step.path
+        ) from None
     last_name = prev if isinstance(prev, str) else None
     pending = sorted(
         (p.name, p.absolute())
-        for p in map(Path, glob.glob(pattern, recursive=True))
+        for p in matches
         if p.is_file() and (last_name is None or p.name > last_name)
     )
     if not pending:
@@ -573,7 +595,7 @@ def _event_time_from_name(name: str, source: models.EventTimeSourceFromPath) -> 
     text = match.group(1)
     fmt = source.timestamp_format or "%Y-%m-%d"
     try:
-        parsed = dt.datetime.strptime(text, _chrono_to_strptime(fmt))
+        parsed = dt.datetime.strptime(text, chrono_to_strptime(fmt))
     except ValueError as e:
         raise EventTimeError(
             f"cannot parse {text!r} (from file name {name!r}) with timestamp format {fmt!r}: {e}",
@@ -584,7 +606,10 @@ def _event_time_from_name(name: str, source: models.EventTimeSourceFromPath) -> 
     return Timestamp.from_datetime(parsed)
 
 
-def _chrono_to_strptime(fmt: str) -> str:
+def chrono_to_strptime(fmt: str) -> str:
+    """A chrono ``timestampFormat`` as a ``strptime`` format; EventTimeError for a
+    directive it has no equivalent for (the plan calls this too, to refuse it early)."""
+
     def translate(match: re.Match[str]) -> str:
         directive = match.group(1)
         if directive in _CHRONO_ALIASES:

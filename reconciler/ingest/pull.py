@@ -48,6 +48,11 @@ class IngestContext:
     system_time: Timestamp | None = None
     """A fixed system time for every block (``--system-time``), else the clock."""
     fetch_uncacheable: bool = False
+    progress: Callable[[str], None] = lambda _: None
+    """Hears each stage of the current pull as it begins (fetch, prepare, read, merge,
+    commit; transform for a derivative), for a progress view."""
+    source_roots: tuple[Path, ...] = ()
+    """Folders outside ``base_dir`` that sources may read too (``source_roots``)."""
 
     def now(self) -> Timestamp:
         return self.system_time or Timestamp.now()
@@ -81,6 +86,7 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
             system_time = context.now()
             with tempfile.TemporaryDirectory(prefix="odf-ingest-") as tmp:
                 work = Path(tmp)
+                context.progress("fetch")
                 try:
                     fetched = fetch(
                         source.fetch,
@@ -89,6 +95,7 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
                         workdir=work,
                         base_dir=context.base_dir,
                         env=context.env,
+                        source_roots=context.source_roots,
                     )
                 except SourceNotFoundError as e:
                     if not _awaiting_first_file(state, source):
@@ -134,7 +141,9 @@ def _ingest_file(
     """Prepare, read, preprocess, merge and commit one fetched file; returns the blocks
     appended, and the rows and bytes of the data file written."""
     steps = source.prepare if isinstance(source, models.SetPollingSource) else None
+    context.progress("prepare")
     path = prepare(steps, fetched.path, work)
+    context.progress("read")
     spark = context.spark()
     raw = read_data(spark, source.read, path, work)
     schema = source.read.schema_
@@ -151,6 +160,7 @@ def _ingest_file(
             source_event_time=fetched.source_event_time,
             required=frozenset(f.name for f in spark_schema(schema or []) if not f.nullable),
         )
+        context.progress("merge")
         try:
             staged = stage(spark, dataset, state, request, work)
         except IncompatibleSchemaError as e:
@@ -159,6 +169,7 @@ def _ingest_file(
         if raw is not None:
             raw.unpersist()
     size = staged.slice.size if staged.slice is not None else 0
+    context.progress("commit")
     return commit(dataset, staged, system_time), staged.rows, size
 
 

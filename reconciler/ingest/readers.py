@@ -102,6 +102,7 @@ _VALUE_CHARS = 60
 """How much of a field's value a malformed-record error quotes."""
 _JSON_PARTIAL = "spark.sql.json.enablePartialResults"
 """Spark's switch (on by default) to keep the good fields of a bad JSON record."""
+_TOO_DEEP = "JSON nested too deeply to read (more levels than Python's recursion limit)"
 T = TypeVar("T")
 _Explain = Callable[[str, Sequence[str | None]], str | None]
 """Why a malformed record failed, from its raw text and its columns as Spark parsed them
@@ -485,6 +486,8 @@ def _read_json(
         document = json.loads(path.read_text(encoding=_codec(step.encoding)))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ReadError(f"{path}: not a JSON document: {e}", path=path) from None
+    except RecursionError:
+        raise ReadError(f"{path}: {_TOO_DEEP}", path=path) from None
     value, walked = document, []
     for key in step.sub_path.split(".") if step.sub_path else []:
         walked.append(key)
@@ -539,6 +542,8 @@ def _read_converted(
             count = convert(path, out)
     except geo.GeoFormatError as e:
         raise ReadError(f"{path}: {e}", path=path) from None
+    except RecursionError:  # Python's json recurses once per level, reading and writing
+        raise ReadError(f"{path}: {_TOO_DEEP}", path=path) from None
     if count == 0:
         return _empty(spark, schema)
     source = _Source(path=path, data=data, label=label)

@@ -27,9 +27,9 @@ from pyspark.sql.types import DataType, DateType, TimestampType
 
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
-from ..odf.chain import ChainState
+from ..odf.chain import ChainRuleError, ChainState
 from ..odf.multiformat import Multihash
-from ..odf.repository import Dataset
+from ..odf.repository import Dataset, HeadMovedError, RepositoryError
 from ..odf.slices import (
     MILLIS,
     OFFSET_TYPE,
@@ -357,28 +357,58 @@ def commit(dataset: Dataset, staged: Staged, system_time: Timestamp) -> int:
     return count
 
 
-def _stored_files(dataset: Dataset) -> set[Path]:
-    layout = dataset.layout
-    return {
-        p
-        for d in (layout.blocks, layout.data, layout.checkpoints)
-        if d.is_dir()
-        for p in d.iterdir()
-    }
+class ConcurrentRunError(RuntimeError):
+    """Another writer moved the dataset's head while this run was writing it. The run's
+    own files were taken back, the other's blocks and files left as they are."""
+
+    def __init__(self, dataset: str, kept: int) -> None:
+        self.dataset, self.kept = dataset, kept
+        if kept:
+            super().__init__(
+                f"another run advanced {dataset} after {kept} block(s) of this run; "
+                "those stay, the rest of this run was not kept"
+            )
+        else:
+            super().__init__(f"another run advanced {dataset}; nothing of this run was kept")
 
 
 @contextmanager
 def all_or_nothing(dataset: Dataset) -> Iterator[None]:
-    """On failure, move the head back and remove the files this pull added, so that
-    nothing of it is left to be committed to git."""
+    """On failure, take back exactly what this run wrote: move the head back to where it
+    started (only by compare-and-swap from the last head this run wrote), and remove the
+    files this run created that the chain does not reach, so nothing of it is left to be
+    committed to git.
+
+    If another writer moved the head meanwhile, its blocks and files stay and the
+    failure becomes a ``ConcurrentRunError``. Under the repository lock that never
+    happens; the rule protects writers that do not take it.
+    """
     start = dataset.head()
-    before = _stored_files(dataset)
+    with dataset.recording() as journal:
+        try:
+            yield
+        except BaseException as error:
+            conflict = isinstance(error, HeadMovedError)
+            if journal.head is not None:
+                try:
+                    dataset.reset_head(start, journal.head)
+                except HeadMovedError:
+                    conflict = True
+            kept = _remove_unreached(dataset, journal.created)
+            if conflict:
+                raise ConcurrentRunError(dataset.root.name, kept) from error
+            raise
+
+
+def _remove_unreached(dataset: Dataset, created: list[Path]) -> int:
+    """Remove the ``created`` files that the head does not reach; returns how many of the
+    blocks among them it does reach (kept because another run built on them). A chain
+    that cannot be read keeps everything, for ``verify`` to report."""
     try:
-        yield
-    except BaseException:
-        current = dataset.head()
-        if start is not None and current != start:
-            dataset.reset_head(start, current)
-        for path in _stored_files(dataset) - before:
+        reached = dataset.referenced_files()
+    except (RepositoryError, ChainRuleError):
+        return 0
+    for path in created:
+        if path not in reached:
             path.unlink(missing_ok=True)
-        raise
+    return sum(p in reached and p.parent == dataset.layout.blocks for p in created)

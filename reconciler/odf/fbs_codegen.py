@@ -1,4 +1,4 @@
-"""Regenerate the Python FlatBuffers code in ``reconciler/odf/fbs`` from ``reconciler/schemas/odf.fbs``.
+"""Regenerate the FlatBuffers code in ``reconciler/odf/fbs`` from ``reconciler/schemas/odf.fbs``.
 
 The generated object API is our codec (``codec.py`` drives it), so it must always match
 the schema: ``python -m reconciler.odf.fbs_codegen`` rewrites it, and a test regenerates

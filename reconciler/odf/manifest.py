@@ -20,6 +20,8 @@ import pydantic
 import yaml
 
 from . import models
+from .names import name_key, ref_problem, shown
+from .safe_yaml import Flaw, UnsafeYamlError, YamlLoader, check_events, key_flaws, read_text
 
 # Events that only an engine may write, or that make no sense in a definition.
 _NOT_IN_SNAPSHOTS = {
@@ -30,6 +32,9 @@ _NOT_IN_SNAPSHOTS = {
     "DisablePushSource": "remove the AddPushSource from the manifest instead",
 }
 _ROOT_ONLY = ("SetPollingSource", "AddPushSource")
+_MAX_ISSUES = 100
+"""Issues shown per file: enough for any real mistake, while a file of a million wrong
+items still gives a plan a reviewer can read."""
 _DERIVATIVE_ONLY = ("SetTransform",)
 
 
@@ -58,21 +63,6 @@ class ManifestError(ValueError):
         super().__init__("\n".join(str(i) for i in issues))
 
 
-# libyaml's parser when PyYAML was built with it (it is, from PyPI wheels): several times
-# faster, with the same nodes and marks.
-_SafeBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class YamlLoader(_SafeBase):  # type: ignore[valid-type,misc]
-    """Safe YAML without implicit timestamps: times stay strings so nanoseconds survive."""
-
-
-YamlLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 @dataclass(frozen=True)
 class LoadedSnapshot:
     """A manifest document with where it came from.
@@ -87,37 +77,56 @@ class LoadedSnapshot:
     raw: Any = None
     node: yaml.Node | None = None
 
+    def position(self, *loc: str | int) -> tuple[int, int]:
+        """The line and column of the field at ``loc`` (``"content", "name"``), or of the
+        document when the tree is not kept."""
+        if self.node is None:
+            return self.line, 1
+        mark = _locate(self.node, loc, at_key=False)[0].start_mark
+        return mark.line + 1, mark.column + 1
+
 
 def load_snapshots(path: str | Path) -> list[LoadedSnapshot]:
-    """Every ``DatasetSnapshot`` document of a file; raises ``ManifestError`` with all issues."""
+    """Every ``DatasetSnapshot`` document of a file; raises ``ManifestError`` with all issues.
+
+    The text is bounded and checked before any tree is built (``safe_yaml``), so no file
+    can crash the reader: every failure is an issue with a line and column."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ManifestError([ManifestIssue(file, 1, 1, "", f"cannot read file: {e}")]) from None
     loaded: list[LoadedSnapshot] = []
     issues: list[ManifestIssue] = []
     try:
+        text = read_text(file)
+        check_events(text)
         for node in _compose_all(text):
-            alias = _first_alias(node)
-            if alias is not None:
-                mark = alias.start_mark
-                message = "YAML anchors and aliases are not allowed in manifests"
-                issues.append(ManifestIssue(file, mark.line + 1, mark.column + 1, "", message))
+            flaws = key_flaws(node)
+            if flaws:
+                issues += [_flaw_issue(file, flaw) for flaw in flaws]
                 continue
             snapshot, raw, found = _validate_document(file, node)
             issues += found
             if snapshot is not None:
                 loaded.append(LoadedSnapshot(snapshot, file, node.start_mark.line + 1, raw, node))
+    except UnsafeYamlError as e:
+        issues.append(_flaw_issue(file, e.flaw))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         issues.append(ManifestIssue(file, line, col, "", f"invalid YAML: {e.problem or e}"))
+    except yaml.YAMLError as e:  # unmarked (a reader error the checks above let through)
+        issues.append(ManifestIssue(file, 1, 1, "", f"invalid YAML: {e}"))
+    if len(issues) > _MAX_ISSUES:
+        rest = issues[_MAX_ISSUES]
+        more = f"{len(issues) - _MAX_ISSUES} more problem(s) in this file not shown"
+        issues = [*issues[:_MAX_ISSUES], ManifestIssue(file, rest.line, rest.column, "", more)]
     if issues:
         raise ManifestError(issues)
     if not loaded:
         raise ManifestError([ManifestIssue(file, 1, 1, "", "file holds no YAML document")])
     return loaded
+
+
+def _flaw_issue(file: Path, flaw: Flaw) -> ManifestIssue:
+    return ManifestIssue(file, flaw.line, flaw.column, "", flaw.message)
 
 
 def load_snapshot(path: str | Path) -> models.DatasetSnapshot:
@@ -142,24 +151,6 @@ def _compose_all(text: str) -> Iterator[yaml.Node]:
         loader.dispose()
 
 
-def _first_alias(root: yaml.Node) -> yaml.Node | None:
-    """A node reached twice, i.e. through an alias. Manifests come from untrusted pull
-    requests, and nested aliases can expand a small file into an exponentially large
-    document ("billion laughs"); definitions do not need them, so they are refused."""
-    seen: set[int] = set()
-    todo = [root]
-    while todo:
-        node = todo.pop()
-        if id(node) in seen:
-            return node
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            todo += [n for pair in node.value for n in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            todo += node.value
-    return None
-
-
 def construct(node: yaml.Node) -> Any:
     """Python data of a composed YAML node, as the manifest loader builds it."""
     loader = YamlLoader("")
@@ -173,11 +164,18 @@ def _validate_document(
     file: Path, node: yaml.Node
 ) -> tuple[models.DatasetSnapshot | None, Any, list[ManifestIssue]]:
     data = construct(node)
+    if not isinstance(data, dict):
+        line, column = node.start_mark.line + 1, node.start_mark.column + 1
+        message = "a manifest must be a YAML mapping with kind, version and content"
+        return None, data, [ManifestIssue(file, line, column, "", message)]
     try:
         manifest = models.DatasetSnapshotManifest.model_validate(data)
     except pydantic.ValidationError as e:
         return None, data, [_issue_from_pydantic(file, node, err) for err in e.errors()]
-    issues = list(_check_event_kinds(file, node, manifest.content))
+    issues = [
+        *_check_event_kinds(file, node, manifest.content),
+        *_check_inputs(file, node, manifest.content),
+    ]
     return (manifest.content if not issues else None), data, issues
 
 
@@ -194,6 +192,30 @@ def _check_event_kinds(
             yield _issue_at(file, node, loc, f"a Root dataset cannot have {event.kind}")
         elif snapshot.kind == models.DatasetKind.DERIVATIVE and event.kind in _ROOT_ONLY:
             yield _issue_at(file, node, loc, f"a Derivative dataset cannot have {event.kind}")
+
+
+def _check_inputs(
+    file: Path, node: yaml.Node, snapshot: models.DatasetSnapshot
+) -> Iterator[ManifestIssue]:
+    """Every ``datasetRef`` that is neither a dataset name nor a ``did:odf`` id, and every
+    input alias given twice. An input is a Spark view named by its alias (by default its
+    ``datasetRef``) and Spark compares view names case-insensitively, so two inputs
+    whose aliases differ only in case would silently become one view."""
+    for i, event in enumerate(snapshot.metadata):
+        if not isinstance(event, models.SetTransform):
+            continue
+        seen: dict[str, int] = {}
+        for j, inp in enumerate(event.inputs):
+            loc: tuple[str | int, ...] = ("content", "metadata", i, "inputs", j)
+            problem = ref_problem(inp.dataset_ref)
+            if problem is not None:
+                yield _issue_at(file, node, (*loc, "datasetRef"), problem)
+            alias = inp.alias if inp.alias is not None else inp.dataset_ref
+            first = seen.setdefault(name_key(alias), j)
+            if first != j:
+                field = "alias" if inp.alias is not None else "datasetRef"
+                message = f"input alias {shown(alias)} is already used by input {first}"
+                yield _issue_at(file, node, (*loc, field), message)
 
 
 def _issue_from_pydantic(file: Path, root: yaml.Node, err: Any) -> ManifestIssue:
@@ -215,6 +237,16 @@ def _issue_from_pydantic(file: Path, root: yaml.Node, err: Any) -> ManifestIssue
     elif kind == "literal_error":
         message = f"{message}, got {err.get('input')!r}"
     return _issue_at(file, root, loc, message, at_key=kind == "extra_forbidden")
+
+
+def issue_at(loaded: LoadedSnapshot, loc: tuple[str | int, ...], message: str) -> ManifestIssue:
+    """A finding about the value at ``loc`` of a loaded manifest (``("content", "metadata",
+    0, "read", "schema", 2)``), located in its file as loading problems are; checks that
+    run after loading use it so that their lines and field paths read the same."""
+    if loaded.node is None:
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        return ManifestIssue(Path(loaded.file), loaded.line, 1, path, message)
+    return _issue_at(Path(loaded.file), loaded.node, loc, message)
 
 
 def _issue_at(

@@ -15,10 +15,19 @@ import base64
 import enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from .multiformat import DatasetId, Multihash
+from .names import check_dataset_name
 from .timestamps import Timestamp
 
 UInt64 = Annotated[int, Field(ge=0, le=2**64 - 1)]
@@ -630,8 +639,12 @@ class MetadataBlock(OdfModel):
     event: MetadataEvent
 
 
+# A name by the spec's grammar: it becomes a folder under the ODF root (see ``names``).
+DatasetName = Annotated[str, AfterValidator(check_dataset_name)]
+
+
 class DatasetSnapshot(OdfModel):
-    name: str
+    name: DatasetName
     kind: DatasetKind
     metadata: list[MetadataEvent]
 

@@ -4,8 +4,15 @@ One folder per dataset: ``blocks/<hash>``, ``refs/head`` (the head hash, no newl
 ``data/<physical hash>``, ``checkpoints/<physical hash>`` and ``info/``. Every file is
 written to a ``.pending-*`` temporary, fsynced and renamed, so a crash never leaves a
 half-written object; blocks and data are content-addressed and written before the head
-moves; and the head moves by compare-and-swap under a lock, so two writers can never
+moves; and the head moves by compare-and-swap under a lock (``flock`` on the ``refs``
+folder itself, so no lock file is left for git to pick up), so two writers can never
 lose each other's blocks. This module is the only place chains touch the disk.
+
+A crash can still leave ``.pending-*`` temporaries and files no block reaches from the
+head (a block or data file written before its head moved). A writing run removes them
+first (``OdfRepository.remove_leftovers``), under the repository lock (``lock.py``), so
+that no other run is writing at the time; and a failed pull or transform takes back only
+what its own process wrote (``Dataset.recording``).
 """
 
 from __future__ import annotations
@@ -16,14 +23,16 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import chain
 from .codec import DEFAULT_VERSION, decode_block, encode_block, peek_block
 from .hashing import block_hash, physical_hash
-from .models import AnyEvent, MetadataBlock
+from .lock import repository_lock
+from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
 from .multiformat import Multihash
+from .names import name_problem
 from .timestamps import Timestamp
 
 
@@ -43,6 +52,16 @@ class BlockHashMismatchError(RepositoryError):
     def __init__(self, dataset: Path, expected: str, actual: str) -> None:
         self.dataset, self.expected, self.actual = dataset, expected, actual
         super().__init__(f"{dataset}: block {expected} hashes to {actual}")
+
+
+class DatasetPathError(RepositoryError):
+    """A dataset name that cannot be a folder of the repository: outside the grammar, or
+    leading out of the root through a link. Manifests are validated long before a path
+    is built; this is the last line, so that no bypassed check can write elsewhere."""
+
+    def __init__(self, root: Path, name: str, reason: str) -> None:
+        self.root, self.name, self.reason = root, name, reason
+        super().__init__(f"{root}: {reason}")
 
 
 class HeadMovedError(RepositoryError):
@@ -114,6 +133,20 @@ class DatasetLayout:
     def checkpoint_file(self, hash_: str) -> Path:
         return self.checkpoints / hash_
 
+    @property
+    def stores(self) -> tuple[Path, Path, Path]:
+        """The content-addressed folders, whose files only the chain gives a reason to exist."""
+        return self.blocks, self.data, self.checkpoints
+
+
+@dataclass
+class Journal:
+    """What one process wrote to a dataset while recording: the files it created (not
+    those it found already there) and the last head it moved the chain to."""
+
+    created: list[Path] = field(default_factory=list)
+    head: Multihash | None = None
+
 
 class Dataset:
     """One dataset's chain and files. Reads are lock-free; head moves are serialised."""
@@ -122,6 +155,7 @@ class Dataset:
         self.layout = DatasetLayout(Path(root))
         self.manifest_version = manifest_version
         self._state_cache: chain.ChainState | None = None
+        self._journal: Journal | None = None
 
     @property
     def root(self) -> Path:
@@ -206,7 +240,7 @@ class Dataset:
 
         Raises a ``chain.ChainRuleError`` when a rule is broken (nothing is written), or
         ``HeadMovedError`` when another writer moved the head first (the block file may
-        stay behind; it is content-addressed and unreferenced, so harmless).
+        stay behind, unreferenced, until a rollback or the next run's leftover sweep).
         """
         state = self.state()
         if state.head != expected_head:
@@ -219,11 +253,14 @@ class Dataset:
         path = self.layout.block(hash_)
         if not path.exists():
             write_atomic(path, data)
+            self._created(path)
         with self._head_lock():
             actual = self.head()
             if actual != expected_head:
                 raise HeadMovedError(self.root, expected_head, actual)
             write_atomic(self.layout.head_ref, hash_.encode("ascii"))
+            if self._journal is not None:
+                self._journal.head = hash_
         self._state_cache = state.apply(block, hash_)
         return hash_
 
@@ -239,15 +276,28 @@ class Dataset:
         )
         return self.append(block, head)
 
-    def reset_head(self, target: Multihash, expected_head: Multihash | None) -> None:
-        """Move the head back to ``target``, an earlier block of this chain, undoing a
-        failed run's appends; by compare-and-swap, so a concurrent writer's blocks are
-        never dropped. The undone blocks stay as unreferenced, content-addressed files."""
+    def create(self, seed: Seed, system_time: Timestamp) -> Multihash:
+        """Start the chain with its Seed, by compare-and-swap from no head at all: a
+        dataset that another run created meanwhile raises ``HeadMovedError`` rather than
+        getting a second Seed."""
+        block = MetadataBlock(
+            system_time=system_time, prev_block_hash=None, sequence_number=0, event=seed
+        )
+        return self.append(block, None)
+
+    def reset_head(self, target: Multihash | None, expected_head: Multihash | None) -> None:
+        """Move the head back to ``target``, an earlier block of this chain (None: before
+        the Seed), undoing a failed run's appends; by compare-and-swap, so a concurrent
+        writer's blocks are never dropped. The undone blocks stay as unreferenced files."""
         with self._head_lock():
             actual = self.head()
             if actual != expected_head:
                 raise HeadMovedError(self.root, expected_head, actual)
-            write_atomic(self.layout.head_ref, target.encode("ascii"))
+            if target is None:
+                self.layout.head_ref.unlink()
+                _fsync_dir(self.layout.refs)
+            else:
+                write_atomic(self.layout.head_ref, target.encode("ascii"))
         self._state_cache = None
 
     def _sequence_of(self, hash_: Multihash | None) -> int:
@@ -255,12 +305,81 @@ class Dataset:
 
     @contextlib.contextmanager
     def _head_lock(self) -> Iterator[None]:
-        with open(self.layout.refs / ".lock", "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        """Serialise head moves with ``flock`` on the ``refs`` folder: a lock file there
+        would be one more file for git to pick up, and the kernel drops the lock with
+        the process however it dies."""
+        fd = os.open(self.layout.refs, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[Journal]:
+        """Record, for the body, every file this object creates and every head it moves
+        to, so that a failed run can take back exactly its own writes and nothing a
+        concurrent writer added."""
+        outer, self._journal = self._journal, Journal()
+        try:
+            yield self._journal
+        finally:
+            inner, self._journal = self._journal, outer
+            if outer is not None:
+                outer.created += inner.created
+                outer.head = inner.head or outer.head
+
+    def _created(self, path: Path) -> None:
+        if self._journal is not None:
+            self._journal.created.append(path)
+
+    def referenced_files(self, head: Multihash | None = None) -> set[Path]:
+        """The blocks from ``head`` (default: the current head) back to the Seed, and the
+        data and checkpoint files they name: everything the chain needs."""
+        files: set[Path] = set()
+        for hash_, block in self.iter_blocks(head):
+            files.add(self.layout.block(hash_))
+            event = block.event
+            if isinstance(event, AddData | ExecuteTransform):
+                if event.new_data is not None:
+                    files.add(self.layout.data_file(event.new_data.physical_hash))
+                if event.new_checkpoint is not None:
+                    files.add(self.layout.checkpoint_file(event.new_checkpoint.physical_hash))
+        return files
+
+    def remove_leftovers(self) -> list[Path]:
+        """Remove what a crashed run left: ``.pending-*`` temporaries, the ``refs/.lock``
+        files of earlier versions, and every block, data or checkpoint file that the head
+        does not reach (so a Seed written before its head moved cannot later stand next
+        to a second one). A folder left with no head and nothing in it goes too.
+
+        Only safe while no other run writes: call it under the repository lock. A chain
+        that cannot be read is left exactly as it is, for ``verify`` to report.
+        """
+        try:
+            keep = self.referenced_files()
+        except (RepositoryError, chain.ChainRuleError, ValueError):
+            return []
+        folders = [self.root, *self.layout.stores, self.layout.refs, self.layout.info]
+        removed = [
+            p
+            for folder in folders
+            if folder.is_dir()
+            for p in folder.iterdir()
+            if p.is_file()
+            and (
+                p.name.startswith(".pending-")
+                or p == self.layout.refs / ".lock"
+                or (p.parent in self.layout.stores and p not in keep)
+            )
+        ]
+        for path in removed:
+            path.unlink()
+        if not self.exists():
+            for folder in reversed(folders):
+                with contextlib.suppress(OSError):  # not empty: someone else's files
+                    folder.rmdir()
+        return removed
 
     def add_file(self, source: Path, kind: str = "data") -> tuple[Multihash, int]:
         """Move a finished file into ``data/`` or ``checkpoints/`` under its physical hash."""
@@ -272,6 +391,7 @@ class Dataset:
         if target.exists():
             source.unlink()
         else:
+            self._created(target)
             # Through a ``.pending-*`` name, so that a copy across file systems is never
             # seen (or left behind by a crash) half-written under the content hash.
             tmp = folder / f".pending-{secrets.token_hex(8)}"
@@ -299,10 +419,66 @@ class OdfRepository:
         self.manifest_version = manifest_version
 
     def dataset(self, name: str) -> Dataset:
-        return Dataset(self.root / name, self.manifest_version)
+        """The dataset folder of ``name``; ``DatasetPathError`` if that is not a folder
+        directly inside the root (every path of a dataset is built from this one)."""
+        return Dataset(self.folder(name), self.manifest_version)
 
-    def names(self) -> list[str]:
-        """Names of the datasets that have a head, sorted."""
+    def lock(self, command: str, timeout: float = 0) -> contextlib.AbstractContextManager[None]:
+        """The repository lock (``lock.py``), held by a writing run from plan to last
+        commit; ``RepositoryLockedError`` names the holder when it stays taken."""
+        return repository_lock(self.root, command, timeout)
+
+    def remove_leftovers(self) -> list[Path]:
+        """Every crashed run's leftovers in every dataset folder (``Dataset.remove_leftovers``);
+        call it holding ``lock``. Links and folders that are no dataset's are not entered."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if (p / "refs" / "head").exists())
+        removed: list[Path] = []
+        for entry in sorted(self.root.iterdir()):
+            if entry.is_dir() and not entry.is_symlink() and name_problem(entry.name) is None:
+                removed += self.dataset(entry.name).remove_leftovers()
+        return removed
+
+    def folder(self, name: str) -> Path:
+        problem = name_problem(name)
+        if problem is not None:
+            raise DatasetPathError(self.root, name, problem)
+        path = self.root / name
+        if path.is_symlink() and not _links_into(path, self.root):
+            reason = f"dataset folder {name!r} is a link that does not lead to a folder of the root"
+            raise DatasetPathError(self.root, name, reason)
+        return path
+
+    def names(self) -> list[str]:
+        """Names of the datasets that have a head, sorted; ``strays`` are left out."""
+        return sorted(name for name, stray in self._chains() if stray is None)
+
+    def strays(self) -> list[DatasetPathError]:
+        """Entries of the root that hold a chain, or are links, but are no dataset's
+        folder (a name outside the grammar, a link out of the root), by name: reported
+        and never read or written."""
+        found = [stray for _, stray in self._chains() if stray is not None]
+        return sorted(found, key=lambda e: e.name)
+
+    def _chains(self) -> Iterator[tuple[str, DatasetPathError | None]]:
+        """Each chain folder, or stray, with why it is a stray (None for a chain)."""
+        if not self.root.is_dir():
+            return
+        for entry in self.root.iterdir():
+            has_head = (entry / "refs" / "head").exists()
+            try:
+                self.folder(entry.name)
+            except DatasetPathError as e:
+                if has_head or entry.is_symlink():
+                    yield entry.name, e
+            else:
+                if has_head:
+                    yield entry.name, None
+
+
+def _links_into(link: Path, root: Path) -> bool:
+    """Whether ``link`` resolves to a folder directly inside ``root`` (a loop does not)."""
+    try:
+        return link.resolve(strict=True).parent == root.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return False

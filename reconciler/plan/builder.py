@@ -17,6 +17,7 @@ from ..odf.repository import OdfRepository, RepositoryError
 from .desired import DesiredDataset, DesiredState
 from .diff import (
     Facets,
+    SourceEvent,
     classify_schema,
     creation_events,
     declared_columns,
@@ -36,7 +37,11 @@ from .model import (
     QueryCheck,
     Verdict,
 )
+from .preprocess_output import output_problems
+from .source_checks import source_problems
 from .support import ENGINE, unsupported_features
+
+PREPROCESS_INPUT = "input"  # the view a preprocess query reads (ENGINE-SEMANTICS §1.8)
 
 QueryValidator = Callable[[str, Mapping[str, Sequence[Column]], models.TransformSql], QueryCheck]
 PolicyEvaluator = Callable[[DesiredDataset, DatasetPlan], list[Verdict]]
@@ -60,6 +65,10 @@ def read_actual(repo: OdfRepository) -> tuple[dict[str, ChainState], list[Proble
                     location=Location(str(repo.root / name)),
                 )
             )
+    problems += [
+        Problem(f"chain folder not read: {e.reason}", location=Location(str(repo.root)))
+        for e in repo.strays()
+    ]
     return states, problems
 
 
@@ -92,7 +101,7 @@ def build_plan(
     for name, ds in desired.datasets.items():
         plans[name] = _dataset_plan(ds, actual.get(name), resolve, ids_to_names, all_problems)
     _mark_downstream(plans, desired)
-    checker = _QueryChecker(desired, validator, ids_to_names)
+    checker = _QueryChecker(desired, validator, ids_to_names, all_problems)
     for name in desired.datasets:
         plans[name] = checker.check(plans[name])
     _mark_downstream(plans, desired)
@@ -126,6 +135,7 @@ def _dataset_plan(
 ) -> DatasetPlan:
     for message, path in unsupported_features(ds.snapshot):
         problems.append(Problem(message, dataset=ds.name, location=ds.location, field=path))
+    problems += source_problems(ds)
     desired = Facets.of_manifest(ds.snapshot, resolve)
     kind = ds.snapshot.kind.value
     if state is None:
@@ -243,33 +253,45 @@ def with_system_columns(
 
 
 class _QueryChecker:
-    """Validates queries lazily and only when needed, tracking each dataset's output columns."""
+    """Validates queries lazily and only when needed, tracking each dataset's output columns.
+
+    A derivative's query is analysed over its inputs' columns; a root's preprocess query
+    over its read schema, as the view ``input`` (ENGINE-SEMANTICS §1.8), exactly as
+    ingest will run it, so that nothing ingest would refuse reaches the chain. Problems
+    of a preprocess output (a merge key it lacks) go to ``problems``.
+    """
 
     def __init__(
         self,
         desired: DesiredState,
         validator: QueryValidator | None,
         ids_to_names: Mapping[str, str],
+        problems: list[Problem],
     ) -> None:
         self.desired, self.validator, self.ids_to_names = desired, validator, ids_to_names
+        self.problems = problems
         self.outputs: dict[str, tuple[Column, ...] | None] = {}
         self.changed_schema: set[str] = set()
         self.used = False
 
     def check(self, plan: DatasetPlan) -> DatasetPlan:
         ds = self.desired.datasets[plan.name]
+        transform = _transform_of(ds.snapshot)
         upstream_changed = any(i in self.changed_schema for i in ds.inputs)
+        preprocess_changed = transform is None and _preprocess_changed(plan, ds.snapshot)
         needs = (
             any(e.change_class is ChangeClass.NEEDS_VALIDATION for e in plan.events)
             or upstream_changed
+            or preprocess_changed
         )
-        if _changes_schema(plan):
+        if _changes_schema(plan) or preprocess_changed:
             self.changed_schema.add(plan.name)
         if not needs or self.validator is None:
             return plan
-        transform = _transform_of(ds.snapshot)
-        if transform is None or transform.engine != ENGINE:
-            return plan  # a root's preprocess is checked at ingest; other engines are problems
+        if transform is None:
+            return self._check_preprocess(plan, ds)
+        if transform.engine != ENGINE:
+            return plan  # other engines are problems of their own
         inputs = {alias: self.output_of(name) for alias, name in self._aliases(ds.snapshot)}
         if any(cols is None for cols in inputs.values()):
             return plan
@@ -319,6 +341,37 @@ class _QueryChecker:
         self.changed_schema.add(plan.name)
         return replace(plan, events=events, change_class=_worst(events), query=check)
 
+    def _check_preprocess(self, plan: DatasetPlan, ds: DesiredDataset) -> DatasetPlan:
+        """Analyse every preprocess query of the root's sources over its read schema.
+
+        The first query refused is the dataset's query check; otherwise the check of the
+        source whose output the dataset holds (the last), with what is non-deterministic
+        in any of them, and the problems of each output against its merge strategy.
+        """
+        checks = [
+            (index, source, check)
+            for index, source in _preprocessed_sources(ds.snapshot)
+            if (check := self._preprocess(ds.name, source)) is not None
+        ]
+        if not checks:
+            return plan
+        failed = next((check for _, _, check in checks if not check.ok), None)
+        if failed is not None:
+            return replace(plan, query=failed)
+        for index, source, check in checks:
+            self.problems += output_problems(ds.loaded, index, source, check.output_schema or ())
+        last = checks[-1][2]
+        found = tuple(what for _, _, check in checks for what in check.nondeterministic)
+        return replace(plan, query=replace(last, nondeterministic=found))
+
+    def _preprocess(self, name: str, source: SourceEvent) -> QueryCheck | None:
+        """The check of ``source``'s preprocess query, or None when it cannot be made:
+        no read schema (the columns are known only from the data) or another engine."""
+        columns = declared_columns(source)
+        if source.preprocess is None or columns is None or source.preprocess.engine != ENGINE:
+            return None
+        return self._validate(name, {PREPROCESS_INPUT: columns}, source.preprocess)
+
     def _aliases(self, snapshot: models.DatasetSnapshot) -> list[tuple[str, str]]:
         """(alias, dataset name) of each input of the manifest's transform."""
         transforms = [e for e in snapshot.metadata if isinstance(e, models.SetTransform)]
@@ -339,12 +392,7 @@ class _QueryChecker:
             if transform is not None and transform.engine != ENGINE:
                 result = None
             elif transform is None:
-                source = _source_of(ds.snapshot)
-                columns = declared_columns(source)
-                no_preprocess = source is not None and source.preprocess is None
-                result = (
-                    with_system_columns(columns, ds.snapshot) if columns and no_preprocess else None
-                )
+                result = self._root_output(name, ds.snapshot)
             else:
                 inputs = {alias: self.output_of(n) for alias, n in self._aliases(ds.snapshot)}
                 if all(c is not None for c in inputs.values()):
@@ -356,18 +404,53 @@ class _QueryChecker:
         self.outputs[name] = result
         return result
 
+    def _root_output(
+        self, name: str, snapshot: models.DatasetSnapshot
+    ) -> tuple[Column, ...] | None:
+        """A root's slice columns: its read schema, or what its preprocess makes of it."""
+        source = _source_of(snapshot)
+        if source is None:
+            return None
+        if source.preprocess is None:
+            columns = declared_columns(source)
+            return with_system_columns(columns, snapshot) if columns else None
+        check = self._preprocess(name, source)
+        if check is None or not check.ok or check.output_schema is None:
+            return None
+        return with_system_columns(check.output_schema, snapshot)
+
 
 def _transform_of(snapshot: models.DatasetSnapshot) -> models.TransformSql | None:
     transforms = [e for e in snapshot.metadata if isinstance(e, models.SetTransform)]
     return transforms[-1].transform if transforms else None
 
 
-def _source_of(
-    snapshot: models.DatasetSnapshot,
-) -> models.SetPollingSource | models.AddPushSource | None:
-    sources = [
-        e
-        for e in snapshot.metadata
-        if isinstance(e, models.SetPollingSource | models.AddPushSource)
-    ]
+def _source_of(snapshot: models.DatasetSnapshot) -> SourceEvent | None:
+    sources = [e for e in snapshot.metadata if isinstance(e, SourceEvent)]
     return sources[-1] if sources else None
+
+
+def _preprocessed_sources(snapshot: models.DatasetSnapshot) -> list[tuple[int, SourceEvent]]:
+    """The sources with a preprocess query, with their position among the events."""
+    return [
+        (index, event)
+        for index, event in enumerate(snapshot.metadata)
+        if isinstance(event, SourceEvent) and event.preprocess is not None
+    ]
+
+
+def _preprocess_changed(plan: DatasetPlan, snapshot: models.DatasetSnapshot) -> bool:
+    """Whether a source with a preprocess query is new, or its query, read step or merge
+    strategy changed, so that the query and its output must be checked again."""
+    if not _preprocessed_sources(snapshot):
+        return False
+    return any(
+        e.kind in _SOURCE_KINDS
+        and e.after is not None
+        and (e.before is None or any(e.before.get(k) != e.after.get(k) for k in _QUERY_FACETS))
+        for e in plan.events
+    )
+
+
+_SOURCE_KINDS = frozenset({"SetPollingSource", "AddPushSource"})
+_QUERY_FACETS = ("preprocess", "read", "merge")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..odf import models
 from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
+from ..odf.names import name_key
 from .model import Location, Problem
 from .policies import read_override
 
@@ -84,20 +85,7 @@ def load_desired(paths: Iterable[Path], known_ids: dict[str, str]) -> DesiredSta
                 Problem(i.message, location=Location(str(i.file), i.line, i.column), field=i.field)
                 for i in e.issues
             ]
-    by_name: dict[str, LoadedSnapshot] = {}
-    for item in loaded:
-        name = item.snapshot.name
-        if name in by_name:
-            first = by_name[name]
-            state.problems.append(
-                Problem(
-                    f"dataset {name!r} is defined twice (also in {first.file}:{first.line})",
-                    dataset=name,
-                    location=Location(str(item.file), item.line),
-                )
-            )
-            continue
-        by_name[name] = item
+    by_name = _unique_names(loaded, state)
     resolved = {
         name: _resolve_inputs(item, by_name, known_ids, state) for name, item in by_name.items()
     }
@@ -106,6 +94,29 @@ def load_desired(paths: Iterable[Path], known_ids: dict[str, str]) -> DesiredSta
         override = read_override(Path(item.file).read_text(encoding="utf-8"))
         state.datasets[name] = DesiredDataset(item, tuple(resolved[name]), override)
     return state
+
+
+def _unique_names(loaded: list[LoadedSnapshot], state: DesiredState) -> dict[str, LoadedSnapshot]:
+    """The manifests by name, each name once. Names are case-insensitive (spec: Aliases
+    and References), so ``NY-NewYork`` after ``ny-newyork`` is the same dataset defined
+    again: reported at the later manifest, naming the first, and left out."""
+    first_by_key: dict[str, LoadedSnapshot] = {}
+    for item in loaded:
+        name = item.snapshot.name
+        first = first_by_key.setdefault(name_key(name), item)
+        if first is not item:
+            where = f"{first.file}:{first.position('content', 'name')[0]}"
+            if first.snapshot.name != name:
+                where += f" as {first.snapshot.name!r}; names are case-insensitive"
+            state.problems.append(
+                Problem(
+                    f"dataset {name!r} is defined twice (also in {where})",
+                    dataset=name,
+                    location=Location(str(item.file), *item.position("content", "name")),
+                    field="content.name",
+                )
+            )
+    return {item.snapshot.name: item for item in first_by_key.values()}
 
 
 def _resolve_inputs(

@@ -109,6 +109,8 @@ class QueryCheck:
     output_schema: tuple[Column, ...] | None = None
     error: str | None = None
     line: int | None = None  # line of the error within the query, when the engine says
+    # what makes an accepted query's result differ between runs: "rand() in step `output`"
+    nondeterministic: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,10 @@ class Plan:
     problems: tuple[Problem, ...] = ()
     base_ref: str | None = None
     engine_started: bool = False  # whether validating queries needed the JVM
+    commit: str | None = None  # the git commit (HEAD sha) whose manifests were planned
+    # the repository root: renderers show the paths under it relative to it, so a plan
+    # reads the same wherever it was computed (never written to JSON, being machine-local)
+    root: str | None = None
     format_version: int = PLAN_FORMAT_VERSION
 
     @property

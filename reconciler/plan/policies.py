@@ -2,7 +2,8 @@
 
 The manifests come from untrusted pull requests, so policies only read them: a rule is
 one of a few checks implemented here (``name_pattern``, ``require_events``,
-``forbid_steps``, ``allowed_engines``, ``breaking_changes``) with its parameters in
+``forbid_steps``, ``allowed_engines``, ``breaking_changes``, ``deterministic_queries``,
+``chain_changes``) with its parameters in
 ``policies/*.yaml``, and the only other kind of policy is a JSON Schema document
 (``policies/*.schema.json`` or ``.schema.yaml``) applied to each manifest's YAML data.
 Nothing in a manifest or a policy is ever run, imported or fetched over the network.
@@ -32,7 +33,8 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from reconciler.odf import json_schemas, models
-from reconciler.odf.manifest import LoadedSnapshot, YamlLoader, construct
+from reconciler.odf.manifest import LoadedSnapshot, construct
+from reconciler.odf.safe_yaml import YamlLoader
 from reconciler.plan.model import ChangeClass, DatasetPlan, Location, Severity, Verdict
 
 if TYPE_CHECKING:
@@ -184,6 +186,39 @@ class BreakingChangesNeedOverride:
 
 
 @dataclass(frozen=True)
+class DeterministicQueries:
+    """A new or changed query (transform or preprocess) gives the same result on every run.
+
+    The engine's analysis lists what in a query is non-deterministic (``rand()``,
+    ``current_timestamp()``, ``TABLESAMPLE``…); each is a finding, pointed at the
+    manifest's first SQL. Data from such a query cannot be replayed by ``verify`` nor
+    trusted by readers to be what the query computes.
+    """
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        if dataset is None or dataset.query is None:
+            return
+        path = next(
+            (p for m, p in _walk_events(manifest.snapshot) if isinstance(m, models.TransformSql)),
+            None,
+        )
+        for what in dataset.query.nondeterministic:
+            yield Finding(f"non-deterministic {what}", path)
+
+
+@dataclass(frozen=True)
+class ChainChangesForbidden:
+    """A pull request leaves ``odf/`` as it is: only the reconciler writes chains.
+
+    Judged over the pull request's diff by ``chain_changes.judge``, not here per manifest:
+    a fabricated chain need not have a manifest at all. This class only marks the rule.
+    """
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        yield from ()
+
+
+@dataclass(frozen=True)
 class Rule:
     """A policy from a rule file: one check, its severity and its message."""
 
@@ -232,17 +267,22 @@ def evaluate(
 ) -> list[Verdict]:
     """The verdicts of every policy on one manifest; ``dataset`` is its plan, when known.
 
-    Without a plan, checks that need one (``breaking_changes``) find nothing.
+    Without a plan, checks that need one (``breaking_changes``, ``deterministic_queries``)
+    find nothing. A policy set without a ``deterministic_queries`` rule gets
+    ``DEFAULT_DETERMINISM``: a repository may make the rule a warning, never forget it.
     """
+    in_force: tuple[Policy, ...] = policies.policies
+    if not any(isinstance(p, Rule) and isinstance(p.check, DeterministicQueries) for p in in_force):
+        in_force = (*in_force, DEFAULT_DETERMINISM)
     return [
         Verdict(
             policy=policy.id,
             severity=policy.severity,
             message=f"{finding.detail}: {policy.message}",
             dataset=manifest.snapshot.name,
-            location=_location(manifest, finding.path),
+            location=field_location(manifest, finding.path),
         )
-        for policy in policies.policies
+        for policy in in_force
         for finding in policy.findings(manifest, dataset)
     ]
 
@@ -292,7 +332,7 @@ def _walk(value: object, path: YamlPath) -> Iterator[tuple[models.OdfModel, Yaml
             yield from _walk(item, (*path, i))
 
 
-def _location(manifest: ManifestFacts, path: YamlPath | None) -> Location:
+def field_location(manifest: ManifestFacts, path: YamlPath | None) -> Location:
     """The line of ``path`` in the manifest when it can be told, else the manifest's line."""
     if path is None or manifest.node is None:
         return Location(str(manifest.file), manifest.line)
@@ -492,6 +532,18 @@ def _breaking_changes(source: _Source, node: yaml.Node) -> Check:
     return BreakingChangesNeedOverride()
 
 
+def _deterministic_queries(source: _Source, node: yaml.Node) -> Check:
+    if source.string(node, "'deterministic_queries'") != "required":
+        raise source.error(node, "deterministic_queries takes one value: required")
+    return DeterministicQueries()
+
+
+def _chain_changes(source: _Source, node: yaml.Node) -> Check:
+    if source.string(node, "'chain_changes'") != "forbidden":
+        raise source.error(node, "chain_changes takes one value: forbidden")
+    return ChainChangesForbidden()
+
+
 def _known(source: _Source, node: yaml.Node, what: str, known: tuple[str, ...]) -> list[str]:
     """The strings of a list, each of which must be one of ``known`` (a typo never passes)."""
     values = []
@@ -511,7 +563,21 @@ _CHECKS: dict[str, Callable[[_Source, yaml.Node], Check]] = {
     "forbid_steps": _forbid_steps,
     "allowed_engines": _allowed_engines,
     "breaking_changes": _breaking_changes,
+    "deterministic_queries": _deterministic_queries,
+    "chain_changes": _chain_changes,
 }
+
+# In force when no rule of a repository checks determinism (see ``evaluate``).
+DEFAULT_DETERMINISM = Rule(
+    id="deterministic-queries",
+    severity=Severity.ERROR,
+    message=(
+        "a query whose result changes from run to run commits data that verify cannot"
+        " replay; compute the value from the inputs (an event time rather than the clock,"
+        " a hash of the key rather than a random id)"
+    ),
+    check=DeterministicQueries(),
+)
 
 
 def _load_schema_policy(path: Path, seen: dict[str, str]) -> SchemaPolicy:

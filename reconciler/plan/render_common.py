@@ -7,17 +7,22 @@ schema table are decided here once, and each renderer only lays them out.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .model import (
     Action,
+    ChangeClass,
     Column,
     DatasetPlan,
     EventChange,
+    Location,
     Plan,
     SchemaChange,
     Severity,
@@ -148,16 +153,41 @@ def pending_count(plan: Plan) -> int:
 
 
 def error_count(plan: Plan) -> int:
-    """Problems and error verdicts: everything that makes the plan fail."""
-    return len(plan.problems) + sum(1 for v in plan.verdicts if v.severity is Severity.ERROR)
+    """Problems, queries the engine rejected and error verdicts: everything that makes
+    the plan fail (what :attr:`Plan.has_errors` checks, counted)."""
+    return len(_error_subjects(plan))
+
+
+def dataset_errors(plan: Plan) -> Counter[str]:
+    """How many errors name each dataset, planned or not: a manifest too broken to plan
+    still names its dataset in its problems."""
+    return Counter(name for name in _error_subjects(plan) if name is not None)
+
+
+def _error_subjects(plan: Plan) -> list[str | None]:
+    """The dataset each error is about (None for the repository), one entry per error."""
+    subjects = [p.dataset for p in plan.problems]
+    subjects += [v.dataset for v in plan.verdicts if v.severity is Severity.ERROR]
+    return subjects + [d.name for d in plan.datasets if d.query is not None and not d.query.ok]
 
 
 def warning_count(plan: Plan) -> int:
     return sum(1 for v in plan.verdicts if v.severity is Severity.WARNING)
 
 
-def _counted(count: int, noun: str) -> str:
+def breaking_datasets(plan: Plan) -> list[str]:
+    """The datasets whose change is breaking, in plan order: what a reviewer must weigh."""
+    return [d.name for d in plan.datasets if d.change_class is ChangeClass.BREAKING]
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 error``, ``2 errors``: a count with its noun, plural when it is not one."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def action_phrase(action: Action, count: int) -> str:
+    """``3 to update``, ``40 unchanged``: how summaries say how many take an action."""
+    return _SUMMARY_PHRASES[action].format(count)
 
 
 def summary_sentence(plan: Plan) -> str:
@@ -167,13 +197,13 @@ def summary_sentence(plan: Plan) -> str:
     warnings are always counted, so "0 errors" is said rather than implied.
     """
     counts = plan.counts()
-    actions = [_SUMMARY_PHRASES[a].format(counts[a.value]) for a in Action if counts[a.value]]
+    actions = [action_phrase(a, counts[a.value]) for a in Action if counts[a.value]]
     sentence = "Plan: " + (", ".join(actions) or "no datasets")
     if pending := pending_count(plan):
         sentence += f"; {pending} with pending data"
     return (
-        f"{sentence}. {_counted(error_count(plan), 'error')}, "
-        f"{_counted(warning_count(plan), 'warning')}."
+        f"{sentence}. {counted(error_count(plan), 'error')}, "
+        f"{counted(warning_count(plan), 'warning')}."
     )
 
 
@@ -181,3 +211,74 @@ def verdicts_by_severity(plan: Plan) -> list[tuple[Severity, list[Verdict]]]:
     """Verdicts grouped errors first, in plan order within a group; empty groups left out."""
     groups = [(s, [v for v in plan.verdicts if v.severity is s]) for s in Severity]
     return [(severity, verdicts) for severity, verdicts in groups if verdicts]
+
+
+# Readability -----------------------------------------------------------------------------
+
+
+def relative_paths(plan: Plan) -> Plan:
+    """The plan with every file under ``plan.root`` named relative to it.
+
+    A plan computed in CI would otherwise show the runner's checkout folder in every
+    path; relative paths are also what GitHub needs to point at a file in a pull request.
+    Paths outside the root, and every path when the root is unknown, are kept as given.
+    """
+    if plan.root is None:
+        return plan
+    root = PurePath(plan.root)
+
+    def relative(location: Location | None) -> Location | None:
+        if location is None:
+            return None
+        path = PurePath(location.file)
+        if not path.is_relative_to(root):
+            return location
+        return dataclasses.replace(location, file=path.relative_to(root).as_posix() or ".")
+
+    return dataclasses.replace(
+        plan,
+        datasets=tuple(
+            dataclasses.replace(d, manifest=relative(d.manifest)) for d in plan.datasets
+        ),
+        verdicts=tuple(
+            dataclasses.replace(v, location=relative(v.location)) for v in plan.verdicts
+        ),
+        problems=tuple(
+            dataclasses.replace(p, location=relative(p.location)) for p in plan.problems
+        ),
+    )
+
+
+def named_inputs(plan: Plan) -> Plan:
+    """The plan with each ``datasetRef`` in its events' before and after that is a known
+    dataset's ``did:odf`` id replaced by that dataset's name.
+
+    Chains store inputs by id and manifests by name, so a diff of the two would show every
+    input as changed, and an id tells a reviewer nothing. Unknown ids stay ids.
+    """
+    names = {d.dataset_id: d.name for d in plan.datasets if d.dataset_id is not None}
+
+    def named(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: names.get(v, v) if k == "datasetRef" and isinstance(v, str) else named(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [named(item) for item in value]
+        return value
+
+    def event(change: EventChange) -> EventChange:
+        return dataclasses.replace(change, before=named(change.before), after=named(change.after))
+
+    return dataclasses.replace(
+        plan,
+        datasets=tuple(
+            dataclasses.replace(d, events=tuple(event(e) for e in d.events)) for d in plan.datasets
+        ),
+    )
+
+
+def readable(plan: Plan) -> Plan:
+    """The plan as people should read it: relative paths, inputs by name."""
+    return named_inputs(relative_paths(plan))

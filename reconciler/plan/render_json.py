@@ -23,7 +23,7 @@ from .model import (
     SchemaChange,
     Verdict,
 )
-from .render_common import error_count, pending_count, warning_count
+from .render_common import error_count, pending_count, relative_paths, warning_count
 
 
 def render_json(plan: Plan) -> str:
@@ -34,12 +34,15 @@ def render_json(plan: Plan) -> str:
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as plain JSON values, ``formatVersion`` first so readers can check it early.
 
-    ``Plan.extra`` is not written: it is untyped, and the schema closes every object.
+    Paths are written relative to ``Plan.root``, which is itself left out: it names a
+    folder of the machine that planned, which means nothing to the document's readers.
     """
+    plan = relative_paths(plan)
     return _present(
         {
             "formatVersion": plan.format_version,
             "baseRef": plan.base_ref,
+            "commit": plan.commit,
             "engineStarted": plan.engine_started,
             "summary": _summary(plan),
             "datasets": [_dataset(d) for d in plan.datasets],

@@ -1,8 +1,11 @@
 """The plan as a GitHub pull-request comment, folded to fit GitHub's size limit.
 
-A reviewer first needs the overview (what each dataset will undergo, what the policies
-said, what is broken), then a picture of what the change reaches, then the detail of each
-changed dataset in a collapsed ``<details>`` section. GitHub refuses comments over 65,536
+A reviewer should get the gist in ten seconds: a summary line that leads with errors and
+breaking changes, then a narrow table (it must fit a 900-pixel page) of only the datasets
+that change or fail, since a real repository has hundreds that do not; then what the
+policies said and what is broken, a legended picture of what the change reaches, and the
+detail of each changed dataset in a collapsed ``<details>`` section. Paths are relative
+to the repository and inputs are named, never ``did:odf`` ids. GitHub refuses comments over 65,536
 characters, so when the comment is too long the detail is folded, biggest first: diff
 bodies become a one-line note, then whole sections become a list of names, then the graph
 goes. The overview (summary table, verdicts, problems) is never folded.
@@ -16,21 +19,30 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .model import (
+    Action,
+    ChangeClass,
     DatasetPlan,
     EventChange,
+    Location,
     Plan,
-    Problem,
     QueryCheck,
     SchemaChange,
     Severity,
 )
 from .render_common import (
+    action_phrase,
+    breaking_datasets,
     changes_metadata,
     column_type,
+    counted,
+    dataset_errors,
+    error_count,
     event_diff,
+    pending_count,
+    readable,
     schema_rows,
-    summary_sentence,
     verdicts_by_severity,
+    warning_count,
 )
 
 GITHUB_COMMENT_LIMIT = 65536
@@ -39,14 +51,26 @@ GITHUB_COMMENT_LIMIT = 65536
 _LOCAL_HINT = "run `reconcile --plan` locally"
 _SEPARATOR = "\n\n"  # between Markdown blocks
 _END = "\n"
-_SEVERITY_CELLS = {Severity.ERROR: "**error**", Severity.WARNING: "warning"}
+_SEVERITY_MARKS = {Severity.ERROR: "**error**", Severity.WARNING: "warning"}
 _NODE_STYLES = {  # GitHub's own diff palette, so the graph reads like the diff
     "create": "fill:#dafbe1,stroke:#1a7f37",
     "update": "fill:#fff8c5,stroke:#9a6700",
+    "breaking": "fill:#fff8c5,stroke:#cf222e,stroke-width:3px",
     "delete": "fill:#ffebe9,stroke:#cf222e",
     "affected": "fill:#fff1e5,stroke:#bc4c00",
     "downstream": "fill:#f6f8fa,stroke:#8c959f",
 }
+_LEGEND = {  # what each node style means, with the emoji square nearest its colour
+    "create": "🟩 created",
+    "update": "🟨 updated",
+    "breaking": "🟨 with a thick red border: breaking change",
+    "delete": "🟥 deleted",
+    "affected": "🟧 downstream, reached by a schema or breaking change",
+    "downstream": "⬜ downstream, not affected",
+}
+_SUMMARY_ORDER = (Action.DELETE, Action.UPDATE, Action.CREATE, Action.ORPHANED, Action.UNCHANGED)
+"""Riskiest first, so the counts a reviewer must act on come before the reassuring ones."""
+_NAMED_BREAKING = 3  # breaking datasets named in the summary line before "and N more"
 
 
 def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
@@ -56,6 +80,7 @@ def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     alone passes ``limit``: a comment that silently dropped datasets or errors would
     mislead a reviewer, whereas an over-long one fails loudly where it is posted.
     """
+    plan = readable(plan)
     sections = [_section(d) for d in plan.datasets if d.events]
     return _fit(_Comment(_overview(plan), _graph(plan), sections), limit)
 
@@ -99,72 +124,135 @@ def _table(header: list[str], rows: Iterable[list[str]]) -> str:
 
 
 def _overview(plan: Plan) -> list[str]:
-    """Title, summary, verdicts and problems: the blocks that are never folded."""
-    blocks = ["## Reconcile plan", summary_sentence(plan)]
+    """Title, summary, datasets, verdicts and problems: the blocks that are never folded."""
+    blocks = ["## Reconcile plan", _summary(plan)]
     context = _context(plan)
     if context:
         blocks.append(context)
-    blocks += ["### Datasets", _table(_DATASET_HEADER, (_dataset_row(d) for d in plan.datasets))]
+    blocks += ["### Datasets", *_datasets(plan)]
     if plan.verdicts:
-        blocks += ["### Policy verdicts", _verdict_table(plan)]
+        blocks += ["### Policy verdicts", _verdict_list(plan)]
     if plan.problems:
         blocks += ["### Problems", _problem_list(plan)]
     return blocks
 
 
+def _summary(plan: Plan) -> str:
+    """``**2 errors** · **1 breaking change** (`a`) · 3 to update · 40 unchanged``.
+
+    Errors and breaking changes come first, in bold, and the breaking datasets are named:
+    they are what a reviewer must act on. "no errors" is said rather than implied.
+    """
+    errors = error_count(plan)
+    parts = [f"**{counted(errors, 'error')}**" if errors else "no errors"]
+    if breaking := breaking_datasets(plan):
+        named = ", ".join(_code(n) for n in breaking[:_NAMED_BREAKING])
+        more = len(breaking) - _NAMED_BREAKING
+        named += f" and {more} more" if more > 0 else ""
+        parts.append(f"**{counted(len(breaking), 'breaking change')}** ({named})")
+    if warnings := warning_count(plan):
+        parts.append(counted(warnings, "warning"))
+    counts = plan.counts()
+    parts += [action_phrase(a, counts[a.value]) for a in _SUMMARY_ORDER if counts[a.value]]
+    if not plan.datasets:
+        parts.append("no datasets")
+    if pending := pending_count(plan):
+        parts.append(f"{pending} with pending data")
+    return " · ".join(parts)
+
+
 def _context(plan: Plan) -> str:
+    """Which commit was planned, against which base: a bare sha, which GitHub links."""
     parts = []
-    if plan.base_ref is not None:
+    if plan.commit is not None and plan.base_ref is not None:
+        parts.append(f"Commit {plan.commit}, compared with {_code(plan.base_ref)}.")
+    elif plan.commit is not None:
+        parts.append(f"Commit {plan.commit}.")
+    elif plan.base_ref is not None:
         parts.append(f"Compared with {_code(plan.base_ref)}.")
     if plan.engine_started:
         parts.append("Changed queries were analysed by the engine.")
     return " ".join(parts)
 
 
-_DATASET_HEADER = ["Dataset", "Action", "Class", "Events", "Downstream", "Pending", "Changed in PR"]
+_DATASET_HEADER = ["Dataset", "Action", "Class", "Notes"]
 
 
-def _dataset_row(dataset: DatasetPlan) -> list[str]:
-    affected = len(dataset.affected_downstream)
-    downstream = str(len(dataset.downstream)) if dataset.downstream else ""
-    changed = {True: "yes", False: "no", None: ""}[dataset.changed_in_pr]
-    cells = [
-        _code(dataset.name),
+def _datasets(plan: Plan) -> list[str]:
+    """The table of datasets that change or fail, and a count of those left out.
+
+    Four short columns keep the table inside a 900-pixel page; the events, pending data
+    and downstream names are in each dataset's details.
+    """
+    errors = dataset_errors(plan)
+    listed = [d for d in plan.datasets if d.action is not Action.UNCHANGED or errors[d.name]]
+    unlisted = len(plan.datasets) - len(listed)
+    if not listed:
+        return [f"_No dataset changes: {counted(unlisted, 'unchanged dataset')}._"]
+    blocks = [_table(_DATASET_HEADER, (_dataset_row(d, plan, errors[d.name]) for d in listed))]
+    if unlisted:
+        blocks.append(f"_Not listed: {counted(unlisted, 'unchanged dataset')}._")
+    return blocks
+
+
+def _dataset_row(dataset: DatasetPlan, plan: Plan, errors: int) -> list[str]:
+    breaking = dataset.change_class is ChangeClass.BREAKING
+    change_class = dataset.change_class.value if dataset.change_class else ""
+    return [
+        _inline(_code(dataset.name)),
         dataset.action.value,
-        dataset.change_class.value if dataset.change_class else "",
-        ", ".join(e.kind for e in dataset.events),
-        downstream + (f" ({affected} affected)" if affected else ""),
-        ", ".join(p.reason for p in dataset.pending),
-        changed,
+        f"**{change_class}**" if breaking else change_class,
+        " · ".join(_notes(dataset, plan, errors)),
     ]
-    return [_inline(cell) for cell in cells]
 
 
-def _verdict_table(plan: Plan) -> str:
-    rows = [
-        [
-            _SEVERITY_CELLS[severity],
-            _inline(_code(v.policy)),
-            _inline(_code(v.dataset)) if v.dataset else "",
-            _inline(v.message),
-            _inline(_code(str(v.location))) if v.location else "",
-        ]
+def _notes(dataset: DatasetPlan, plan: Plan, errors: int) -> list[str]:
+    """Errors, warnings, reach and provenance of a listed dataset, each a few words."""
+    warnings = sum(
+        1 for v in plan.verdicts if v.severity is Severity.WARNING and v.dataset == dataset.name
+    )
+    notes = [f"**{counted(errors, 'error')}**"] if errors else []
+    notes += [counted(warnings, "warning")] if warnings else []
+    if dataset.downstream:
+        affected = len(dataset.affected_downstream)
+        notes.append(
+            f"{len(dataset.downstream)} downstream"
+            + (f" ({affected} affected)" if affected else "")
+        )
+    if dataset.changed_in_pr is False and changes_metadata(dataset):
+        notes.append("not changed in this PR")
+    return notes
+
+
+def _verdict_list(plan: Plan) -> str:
+    """One item per verdict, errors first: a list wraps to any width, where a five-column
+    table broke policy names over lines on a 900-pixel page."""
+    return "\n".join(
+        _item(
+            [_SEVERITY_MARKS[severity], _code(v.policy), *_where(v.location, v.dataset)], v.message
+        )
         for severity, verdicts in verdicts_by_severity(plan)
         for v in verdicts
-    ]
-    return _table(["Severity", "Policy", "Dataset", "Message", "Location"], rows)
+    )
 
 
 def _problem_list(plan: Plan) -> str:
-    return "\n".join(_problem_item(p) for p in plan.problems)
+    return "\n".join(
+        _item(_where(p.location, p.dataset, p.field), p.message) for p in plan.problems
+    )
 
 
-def _problem_item(problem: Problem) -> str:
-    where = [_code(str(problem.location))] if problem.location else []
-    where += [_code(problem.dataset)] if problem.dataset else []
-    where += [f"field {_code(problem.field)}"] if problem.field else []
-    prefix = " ".join(where) + ": " if where else ""
-    return f"- {prefix}{_inline(problem.message)}"
+def _where(location: Location | None, dataset: str | None, field: str | None = None) -> list[str]:
+    """`` `file:line:col` ``, `` `dataset` `` and ``field `path` ``, each only when known."""
+    parts = [_code(str(location))] if location else []
+    parts += [_code(dataset)] if dataset else []
+    return parts + ([f"field {_code(field)}"] if field else [])
+
+
+def _item(head: list[str], message: str) -> str:
+    """A list item: what the message is about, a colon, the message."""
+    prefix = " ".join(head) + ": " if head else ""
+    return f"- {prefix}{_inline(message)}"
 
 
 # Graph ---------------------------------------------------------------------------------
@@ -192,18 +280,28 @@ def _graph(plan: Plan) -> _Foldable | None:
     used = [c for c in _NODE_STYLES if c in classes]
     lines += [f"  classDef {c} {_NODE_STYLES[c]}" for c in used]
     lines += [f"  class {','.join(classes[c])} {c}" for c in used]
+    has_edges = any(i in ids for d in nodes for i in d.inputs)
     heading = "### Affected datasets\n\n"
     return _Foldable(
         "graph",
-        heading + _fenced(lines, "mermaid"),
+        heading + _fenced(lines, "mermaid") + _SEPARATOR + _legend(used, has_edges),
         heading + f"_Graph of {len(nodes)} datasets omitted to fit the comment._",
     )
 
 
 def _node_class(dataset: DatasetPlan, affected: set[str]) -> str:
+    if dataset.change_class is ChangeClass.BREAKING and dataset.action is not Action.DELETE:
+        return "breaking"
     if changes_metadata(dataset):
         return dataset.action.value
     return "affected" if dataset.name in affected else "downstream"
+
+
+def _legend(classes: list[str], has_edges: bool) -> str:
+    """What the styles in the graph mean (only those it uses), and which way arrows go."""
+    entries = [_LEGEND[c] for c in classes]
+    entries += ["arrows run from an input to the dataset that reads it"] if has_edges else []
+    return "**Legend:** " + " · ".join(entries)
 
 
 # Details -------------------------------------------------------------------------------
@@ -238,6 +336,8 @@ def _section(dataset: DatasetPlan) -> _Foldable:
 
 def _details(dataset: DatasetPlan) -> list[_Block]:
     blocks = [_same(f"<details><summary>{_details_summary(dataset)}</summary>")]
+    if dataset.manifest is not None or dataset.inputs:
+        blocks.append(_same(_sources(dataset)))
     if dataset.override:
         blocks.append(_same(f"**Override:** {_inline(dataset.override)}"))
     for event in dataset.events:
@@ -250,6 +350,14 @@ def _details(dataset: DatasetPlan) -> list[_Block]:
         pending = (f"- {_inline(p.reason)}: {_inline(p.detail)}" for p in dataset.pending)
         blocks.append(_same("**Pending data:**\n\n" + "\n".join(pending)))
     return [*blocks, _same("</details>")]
+
+
+def _sources(dataset: DatasetPlan) -> str:
+    """Where the dataset is defined and what it reads: ``**Manifest:** … · **Inputs:** …``."""
+    parts = [f"**Manifest:** {_code(dataset.manifest.file)}"] if dataset.manifest else []
+    if dataset.inputs:
+        parts.append("**Inputs:** " + ", ".join(_code(n) for n in dataset.inputs))
+    return " · ".join(parts)
 
 
 def _details_summary(dataset: DatasetPlan) -> str:

@@ -15,6 +15,7 @@ from .render_common import (
     column_type,
     event_diff,
     event_symbol,
+    readable,
     schema_rows,
     summary_sentence,
     verdicts_by_severity,
@@ -53,6 +54,7 @@ _INDENT = "    "
 
 def render_text(plan: Plan, color: bool) -> str:
     """The whole plan as text, ending with a newline; ANSI colours only when ``color``."""
+    plan = readable(plan)
     lines = _join_datasets([_dataset(d) for d in plan.datasets])
     for section in (_verdicts(plan), _problems(plan), [(_PLAIN, summary_sentence(plan))]):
         if section:

@@ -33,9 +33,11 @@ def run_derivative(
     if not has_work(dataset, state, inputs):
         return PullResult()
     system_time = context.now()
+    context.progress("transform")
     spark = context.spark()
     with all_or_nothing(dataset), tempfile.TemporaryDirectory(prefix="odf-transform-") as tmp:
         staged = stage_transform(spark, dataset, state, inputs, system_time, Path(tmp))
+        context.progress("commit")
         blocks = commit(dataset, staged, system_time)
     size = staged.slice.size if staged.slice is not None else 0
     return PullResult(blocks, staged.rows, size=size)

@@ -1,0 +1,1 @@
+"""The ``reconcile`` commands, one thin module each over the library (see ``cli``)."""

@@ -1,0 +1,326 @@
+"""What every command shares: the session, options, exit codes and the engine's start.
+
+Exit codes are part of the interface CI scripts depend on:
+
+- 0: done; for ``plan --detailed-exitcode``, nothing would change.
+- 1: something failed (a dataset, a check, a query, a bad repository).
+- 2: only ``plan --detailed-exitcode``: something would change.
+- 64: a usage error (sysexits' EX_USAGE), never 2, so that a typo in a CI script is not
+  taken for "changes".
+- 130: interrupted (Ctrl-C), as a shell reports a SIGINT.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from typer._click.core import Context
+from typer._click.exceptions import ClickException, UsageError  # typer vendors click
+from typer._click.globals import get_current_context
+from typer.core import TyperGroup
+
+from ..config import RepoConfig
+from ..engine.errors import describe
+from ..ingest.pull import IngestContext
+from ..odf import Timestamp
+from ..odf.repository import Dataset, DatasetPathError, OdfRepository
+from ..plan.selection import Graph, SelectionError, parse_selectors, select
+from . import interrupt
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CHANGES = 2
+EXIT_USAGE = 64
+EXIT_INTERRUPTED = 130
+
+JAVA_MISSING = (
+    "Java was not found: install a Java 17 runtime "
+    "(apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+)
+
+
+class OutputFormat(enum.StrEnum):
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+
+PlanFlag = Annotated[
+    bool, typer.Option("--plan", help="Only show what would change; write nothing (= plan).")
+]
+FormatOption = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        help="text; markdown (a pull-request comment, plans only); json (the plan, or "
+        "after an apply its result: reconciler/schemas/run-result.json).",
+    ),
+]
+OutOption = Annotated[Path | None, typer.Option("--out", help="Write the plan to this file.")]
+DetailedExitcodeOption = Annotated[
+    bool,
+    typer.Option(
+        "--detailed-exitcode",
+        help="With a plan: exit 0 when nothing changes, 2 on changes, 1 on errors.",
+    ),
+]
+BaseOption = Annotated[
+    str | None,
+    typer.Option("--base", help="Git ref to compare manifests with (the PR's base)."),
+]
+PruneOption = Annotated[
+    bool, typer.Option("--prune", help="Plan deletion of chains with no manifest.")
+]
+SystemTimeOption = Annotated[
+    str | None, typer.Option("--system-time", help="RFC 3339 system time for blocks written.")
+]
+FetchUncacheableOption = Annotated[
+    bool,
+    typer.Option(
+        "--fetch-uncacheable", help="Fetch sources that give no ETag or Last-Modified again."
+    ),
+]
+LockTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--lock-timeout",
+        help="Seconds to wait for another run's lock on odf/ (default 0: refuse at once).",
+    ),
+]
+YesOption = Annotated[
+    bool,
+    typer.Option(
+        "--yes", "-y", help="Apply without asking (it asks only when stdin is a terminal)."
+    ),
+]
+SelectOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--select",
+        "-s",
+        metavar="SELECTOR",
+        help="Only these datasets: NAME, NAME+ (and downstream), +NAME (and upstream), "
+        "+NAME+; several (space- or comma-separated, or repeated) select their union.",
+    ),
+]
+
+
+class JavaNotFound(BaseException):
+    """Spark cannot start because there is no Java.
+
+    A BaseException, like KeyboardInterrupt, so that no dataset's error handling takes it
+    for that dataset's failure: without an engine the whole run stops, with one line.
+    """
+
+    def __str__(self) -> str:
+        return JAVA_MISSING
+
+
+@dataclass
+class Session:
+    """What every command needs: the repository's configuration and the global options."""
+
+    config: RepoConfig
+    system_time: Timestamp | None = None
+    fetch_uncacheable: bool = False
+    quiet: bool = False
+    lock_timeout: float = 0.0
+    verbose: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def odf(self) -> OdfRepository:
+        return OdfRepository(self.config.odf_dir)
+
+    def say(self, text: str, err: bool = False) -> None:
+        """A line that ``-q`` leaves out (errors and final lines use ``typer.echo``)."""
+        if not self.quiet:
+            typer.echo(text, err=err)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def spark(self) -> SparkSession:
+        """The process's SparkSession, started on first use: without Java, one clear
+        error; without ``-v``, none of the JVM's own start-up lines on stderr."""
+        from ..engine.session import SparkSettings, get_spark, java_available, spark_started
+
+        if spark_started():
+            return get_spark(SparkSettings.load(self.config.root))
+        if not java_available():
+            raise JavaNotFound()
+        with self.engine_start():
+            return get_spark(SparkSettings.load(self.config.root))
+
+    @contextmanager
+    def engine_start(self) -> Iterator[None]:
+        """Around code that may start the JVM: its standard error goes nowhere unless
+        ``-v`` (the JVM inherits the descriptor when it starts and keeps it), and the
+        Ctrl-C handler pyspark installs is replaced by ours again afterwards."""
+        from ..engine.session import spark_started
+
+        if self.verbose or spark_started():
+            try:
+                yield
+            finally:
+                interrupt.restore()
+            return
+        sys.stderr.flush()
+        saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(devnull)
+            interrupt.restore()
+
+    def override(
+        self, system_time: str | None, fetch_uncacheable: bool, lock_timeout: float | None = None
+    ) -> None:
+        """Options given after the subcommand win over the same ones given before it."""
+        if system_time is not None:
+            self.system_time = parse_time(system_time)
+        if lock_timeout is not None:
+            self.lock_timeout = lock_timeout
+        self.fetch_uncacheable = self.fetch_uncacheable or fetch_uncacheable
+
+    def ingest_context(self, progress: Callable[[str], None] = lambda _: None) -> IngestContext:
+        return IngestContext(
+            spark=self.spark,
+            base_dir=self.config.root,
+            env=dict(os.environ),
+            system_time=self.system_time,
+            fetch_uncacheable=self.fetch_uncacheable,
+            progress=progress,
+            source_roots=self.config.source_roots,
+        )
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
+    """Print ``message`` on stderr and return the exit to raise."""
+    typer.echo(message, err=True)
+    return typer.Exit(code)
+
+
+def usage_error(message: str) -> UsageError:
+    """A usage error: exit 64, with the command's usage line."""
+    return UsageError(message, get_current_context(silent=True))
+
+
+def parse_time(text: str) -> Timestamp:
+    try:
+        return Timestamp.parse(text)
+    except ValueError as e:
+        raise usage_error(f"--system-time: {e}") from None
+
+
+def is_repository(config: RepoConfig) -> bool:
+    """A reconciler repository has a ``[tool.reconciler]`` table, a datasets folder or an
+    ODF folder; anything else is most likely the wrong directory."""
+    if config.datasets_dir.is_dir() or config.odf_dir.is_dir():
+        return True
+    pyproject = config.root / "pyproject.toml"
+    if not pyproject.is_file():
+        return False
+    try:
+        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError:
+        return True  # RepoConfig.load reports it
+    return isinstance(document.get("tool", {}).get("reconciler"), dict)
+
+
+def not_a_repository(config: RepoConfig) -> typer.Exit:
+    return fail(
+        f"error: {config.root} is not a reconciler repository (no [tool.reconciler] in "
+        "pyproject.toml, no datasets/ folder, no odf/ folder); "
+        "`reconcile init` creates one"
+    )
+
+
+def existing(session: Session, name: str) -> Dataset:
+    """The chain of ``name``, or exit 1 when there is none or the name is not valid."""
+    try:
+        dataset = session.odf.dataset(name)
+    except DatasetPathError as e:
+        raise fail(f"error: {e.reason}") from None
+    if not dataset.exists():
+        raise fail(f"error: dataset {name!r} not found in {session.config.odf_dir}")
+    return dataset
+
+
+def selection(graph: Graph, values: Iterable[str] | None) -> frozenset[str] | None:
+    """The datasets ``--select`` names in ``graph``; None when it was not given."""
+    if not values:
+        return None
+    try:
+        return select(graph, parse_selectors(values))
+    except SelectionError as e:
+        raise usage_error(f"--select: {e}") from None
+
+
+def duration(seconds: float) -> str:
+    """``0.4 s``, ``41 s``, ``2 min 5 s``: tenths only where they matter."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 dataset``, ``6 datasets``, ``1,212 records``, ``2 queries``."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+class ReconcileGroup(TyperGroup):
+    """The app's command group: every way out of it ends in a documented exit code.
+
+    Usage errors (click's own, and ours) exit 64, not click's 2; Ctrl-C outside an
+    apply's own handling exits 130 with one line; any other error is one ``error:``
+    line with exit 1, and a traceback only with ``-v``.
+    """
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: Context | None = None,
+        **extra: Any,
+    ) -> Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError as e:
+            e.exit_code = EXIT_USAGE
+            raise
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as e:
+            e.exit_code = EXIT_USAGE
+            raise
+        except (typer.Exit, typer.Abort, ClickException):
+            raise
+        except KeyboardInterrupt:
+            raise fail("interrupted", EXIT_INTERRUPTED) from None
+        except Exception as e:
+            if isinstance(ctx.obj, Session) and ctx.obj.verbose:
+                raise
+            raise fail(f"error: {describe(e)} (run with -v for details)") from None

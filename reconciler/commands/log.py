@@ -1,0 +1,48 @@
+"""``reconcile log NAME``: a dataset's chain, newest block first, like ``kamu log``."""
+
+from __future__ import annotations
+
+import enum
+import sys
+
+from .. import log_view
+from ..odf import models
+from ..odf.repository import RepositoryError
+from ..verify import dataset_names
+from .common import Session, existing, fail
+
+
+class LogFormat(enum.StrEnum):
+    TEXT = "text"
+    YAML = "yaml"
+    JSON = "json"
+
+
+_RENDERERS = {
+    LogFormat.TEXT: log_view.render_text,
+    LogFormat.YAML: log_view.render_yaml,
+    LogFormat.JSON: log_view.render_json,
+}
+
+
+def run(session: Session, name: str, output_format: LogFormat, limit: int | None) -> None:
+    dataset = existing(session, name)
+    try:
+        entries: list[log_view.Entry] = []
+        for entry in dataset.iter_blocks():
+            if limit is not None and len(entries) >= limit:
+                break
+            entries.append(entry)
+    except (RepositoryError, ValueError) as e:
+        raise fail(f"error: {name}: {e}") from None
+    # Inputs are shown by name next to their ids; finding names reads every chain's Seed,
+    # so it is done only when a block names inputs.
+    reads_inputs = any(
+        isinstance(block.event, models.SetTransform | models.ExecuteTransform)
+        for _, block in entries
+    )
+    ids = dataset_names(session.odf) if reads_inputs else {}
+    names = {str(i): name for i, name in ids.items()}
+    sys.stdout.write(_RENDERERS[output_format](entries, names))
+    if output_format is LogFormat.JSON:
+        sys.stdout.write("\n")

@@ -1,0 +1,99 @@
+"""``reconcile plan`` (or ``reconcile --plan``): what apply would do, written nowhere.
+
+Most plans need no engine and appear at once. When a new or changed query must be
+analysed, the plan is first drawn without the engine to count those queries, then
+drawn again with Spark, after saying on stderr what it is waiting for.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from ..config import ConfigError
+from ..gitops import GitError
+from ..odf import models
+from ..plan.model import Column, Plan, QueryCheck
+from ..plan.policies import PolicyError
+from ..plan.render_json import render_json
+from ..plan.render_markdown import render_markdown
+from ..plan.render_text import render_text
+from ..plan.selection import plan_graph, restrict
+from ..planning import PlanRequest, make_plan
+from .common import OutputFormat, Session, count, fail, selection
+
+
+class _QueryCounter:
+    """A validator that analyses nothing: it counts what would need the engine."""
+
+    def __init__(self) -> None:
+        self.queries = 0
+
+    def __call__(
+        self, dataset: str, inputs: Mapping[str, Sequence[Column]], transform: models.TransformSql
+    ) -> QueryCheck:
+        self.queries += 1
+        return QueryCheck(dataset=dataset, ok=True)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The whole plan (apply runs it), the part ``--select`` chose (shown and judged),
+    and the chosen names (None: everything)."""
+
+    full: Plan
+    shown: Plan
+    selected: frozenset[str] | None
+
+
+def make(session: Session, request: PlanRequest, select: list[str] | None) -> Planned:
+    """The repository's plan; Spark starts only if a query needs analysing, and only
+    after the selection is known to name real datasets."""
+    counter = _QueryCounter()
+    try:
+        plan = make_plan(session.config, request, counter)
+        selected = selection(plan_graph(plan), select)
+        if counter.queries:
+            queries = count(counter.queries, "query", "queries")
+            session.say(f"analysing {queries} on Spark…", err=True)
+            with session.engine_start():
+                plan = make_plan(session.config, request)
+    except (GitError, PolicyError, ConfigError) as e:
+        raise fail(f"error: {e}") from None
+    shown = plan if selected is None else restrict(plan, selected)
+    return Planned(plan, shown, selected)
+
+
+def render(plan: Plan, output_format: OutputFormat, to_terminal: bool) -> str:
+    if output_format is OutputFormat.JSON:
+        return render_json(plan) + "\n"
+    if output_format is OutputFormat.MARKDOWN:
+        return render_markdown(plan)
+    color = to_terminal and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    return render_text(plan, color=color)
+
+
+def emit(text: str, out: Path | None) -> None:
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+
+
+def run(
+    session: Session,
+    request: PlanRequest,
+    output_format: OutputFormat,
+    out: Path | None,
+    detailed_exitcode: bool,
+    select: list[str] | None,
+) -> None:
+    """Show the plan; exit 1 on errors, 2 on changes with ``detailed_exitcode``."""
+    shown = make(session, request, select).shown
+    emit(render(shown, output_format, out is None), out)
+    raise typer.Exit(shown.exit_code(detailed_exitcode))

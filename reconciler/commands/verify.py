@@ -1,0 +1,88 @@
+"""``reconcile verify``: check every chain, file and hash, and replay every transform."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import typer
+
+from ..lineage import lineage_graph
+from ..verify import Verdict, dataset_names, verify_dataset
+from .common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    JavaNotFound,
+    OutputFormat,
+    Session,
+    count,
+    duration,
+    existing,
+    selection,
+    usage_error,
+)
+from .results import RunResult, verified
+
+
+def run(
+    session: Session,
+    names: list[str] | None,
+    select: list[str] | None,
+    integrity: bool,
+    output_format: OutputFormat,
+) -> None:
+    """One line per dataset (``-q``: only invalid ones), then the summary line."""
+    if output_format is OutputFormat.MARKDOWN:
+        raise usage_error("--format markdown is for plans; verify writes text or json")
+    as_json = output_format is OutputFormat.JSON
+    repo = session.odf
+    chosen = names or repo.names()
+    for name in chosen:
+        existing(session, name)
+    if select:  # the lineage graph costs a read of every manifest: only when asked
+        graph = {n: node.inputs for n, node in lineage_graph(session.config).nodes.items()}
+        picked = selection(graph, select) or frozenset()
+        chosen = [n for n in chosen if n in picked]
+    spark = None if integrity else session.spark
+    ids = {} if integrity else dataset_names(repo)  # only a replay resolves inputs
+    result = RunResult("verify")
+    verdicts: list[Verdict] = []
+    code = EXIT_OK
+    try:
+        for name in chosen:
+            began = time.monotonic()
+            verdict = verify_dataset(repo, name, ids, spark)
+            verdicts.append(verdict)
+            result.datasets.append(verified(verdict, time.monotonic() - began))
+            if not as_json and not (session.quiet and verdict.valid):
+                typer.echo(_describe(verdict))
+    except JavaNotFound as e:
+        result.error, code = str(e), EXIT_FAILED
+    except KeyboardInterrupt:
+        result.interrupted, code = True, EXIT_INTERRUPTED
+        result.error = "interrupted: verify writes nothing"
+    invalid = sum(not v.valid for v in verdicts)
+    if code == EXIT_OK and invalid:
+        code = EXIT_FAILED
+    seconds = session.elapsed()
+    line = f"{count(len(verdicts), 'dataset')}: {len(verdicts) - invalid} valid"
+    line += f", {invalid} invalid" if invalid else ""
+    line += f" in {duration(seconds)}"
+    if result.error is not None:
+        typer.echo(("" if result.interrupted else "error: ") + result.error, err=True)
+    typer.echo(line, err=as_json)
+    if as_json:
+        sys.stdout.write(result.render(code, line, seconds))
+    raise typer.Exit(code)
+
+
+def _describe(verdict: Verdict) -> str:
+    """``name: valid (9 block(s), 1 transform(s) replayed)`` and the problems below it."""
+    if verdict.valid:
+        replayed = f", {verdict.replayed} transform(s) replayed" if verdict.replayed else ""
+        head = f"{verdict.dataset}: valid ({verdict.blocks} block(s){replayed})"
+    else:
+        head = f"{verdict.dataset}: invalid"
+    problems = [f"  {'' if p.fatal else 'warning: '}{p}" for p in verdict.problems]
+    return "\n".join([head, *problems])

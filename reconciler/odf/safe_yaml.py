@@ -1,0 +1,198 @@
+"""YAML from untrusted pull requests: the loader, and the bounds checked around parsing.
+
+The plan of a pull request runs in CI on files nobody has reviewed, so reading one must
+end in a document or in a located message, never in a crash. Three things crash or
+mislead a YAML parser, and each is stopped here:
+
+- Bytes that are not YAML text (a NUL, an ELF header, UTF-16 without a byte-order mark,
+  invalid UTF-8): refused before parsing, at the line and column of the first bad byte.
+- Depth: libyaml's composer recurses in C once per nesting level, so a flow collection
+  nested about 30,000 deep kills the process with SIGSEGV, and Python's constructor and
+  the JSON Schema policies recurse too. The parser's event stream is flat, so it is read
+  first and the file refused at the first level beyond ``MAX_DEPTH``; only then is a tree
+  built. ``MAX_BYTES`` bounds everything else a parse costs.
+- What a reviewer cannot see: anchors and aliases (a few lines can expand exponentially,
+  "billion laughs"), merge keys (``<<``) and duplicate keys (the last one silently wins,
+  so a reviewer reads two names and the reconciler uses one).
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .names import shown
+
+MAX_BYTES = 1 << 20
+"""The largest manifest: a definition is a few kilobytes; 1 MiB bounds a parse's cost."""
+MAX_DEPTH = 64
+"""The deepest nesting of collections: a real manifest needs about 8."""
+
+# libyaml's parser when PyYAML was built with it (it is, from PyPI wheels): several times
+# faster, with the same nodes and marks.
+_SafeBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class YamlLoader(_SafeBase):  # type: ignore[valid-type,misc]
+    """Safe YAML without implicit timestamps: times stay strings so nanoseconds survive."""
+
+
+YamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+# Characters outside YAML's printable set (YAML 1.1 §5.1): C0 controls but tab and line
+# breaks, DEL, C1 controls but NEL, surrogates and the two non-characters U+FFFE/U+FFFF.
+_UNPRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_WIDE_BOMS = {
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\xfe\xff": "UTF-16",
+    b"\xff\xfe": "UTF-16",
+}
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True)
+class Flaw:
+    """Why a YAML file is refused, at a 1-based line and column."""
+
+    line: int
+    column: int
+    message: str
+
+
+class UnsafeYamlError(ValueError):
+    """The file cannot be parsed safely; ``flaw`` says where and why."""
+
+    def __init__(self, flaw: Flaw) -> None:
+        self.flaw = flaw
+        super().__init__(f"{flaw.line}:{flaw.column}: {flaw.message}")
+
+
+def read_text(path: Path) -> str:
+    """The file as text, refused (``UnsafeYamlError``) when it is not a regular file,
+    larger than ``MAX_BYTES``, not UTF-8, or holds a character YAML does not allow."""
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeYamlError(Flaw(1, 1, "not a regular file"))
+        if info.st_size > MAX_BYTES:
+            raise UnsafeYamlError(Flaw(1, 1, _too_large(info.st_size)))
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise UnsafeYamlError(Flaw(1, 1, f"cannot read file: {e.strerror}")) from None
+    if len(data) > MAX_BYTES:  # it grew after stat()
+        raise UnsafeYamlError(Flaw(1, 1, _too_large(len(data))))
+    return decode(data)
+
+
+def _too_large(size: int) -> str:
+    return f"file is {size} bytes; a manifest may be at most {MAX_BYTES} bytes (1 MiB)"
+
+
+def decode(data: bytes) -> str:
+    """``data`` as UTF-8 text of YAML's printable characters, else the first bad spot."""
+    for bom, encoding in _WIDE_BOMS.items():
+        if data.startswith(bom):
+            raise UnsafeYamlError(
+                Flaw(1, 1, f"file is {encoding} (byte-order mark); manifests must be UTF-8")
+            )
+    try:
+        text, bad = data.decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        text, bad = data[: e.start].decode("utf-8"), e
+    found = _UNPRINTABLE.search(text)
+    if found is not None:
+        char = found.group()
+        message = f"control character U+{ord(char):04X} is not allowed in YAML"
+        if char == "\0":
+            message += " (a binary file, or UTF-16 without a byte-order mark?)"
+        raise UnsafeYamlError(_flaw_at(text, found.start(), message))
+    if bad is not None:
+        byte = bad.object[bad.start]
+        message = f"not valid UTF-8 (byte 0x{byte:02x}); manifests must be UTF-8 text"
+        raise UnsafeYamlError(_flaw_at(text, len(text), message))
+    return text
+
+
+def _flaw_at(text: str, index: int, message: str) -> Flaw:
+    line_start = text.rfind("\n", 0, index) + 1
+    return Flaw(text.count("\n", 0, index) + 1, index - line_start + 1, message)
+
+
+def check_events(text: str) -> None:
+    """Read the parser's flat event stream; raise ``UnsafeYamlError`` at the first anchor
+    or alias, or the first collection nested deeper than ``MAX_DEPTH``. Syntax errors
+    propagate as the parser's ``yaml.MarkedYAMLError``."""
+    loader = YamlLoader(text)
+    try:
+        depth = 0
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise UnsafeYamlError(
+                    _flaw_of(event, "YAML anchors and aliases are not allowed in manifests")
+                )
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    message = f"collections nested deeper than {MAX_DEPTH} levels"
+                    raise UnsafeYamlError(_flaw_of(event, message))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        loader.dispose()
+
+
+def _flaw_of(item: yaml.Event | yaml.Node, message: str) -> Flaw:
+    return Flaw(*_position(item), message)
+
+
+def _position(item: yaml.Event | yaml.Node) -> tuple[int, int]:
+    """Where ``item`` starts, 1-based (the parser always marks; 1:1 if it did not)."""
+    mark = item.start_mark
+    return (mark.line + 1, mark.column + 1) if mark else (1, 1)
+
+
+def key_flaws(root: yaml.Node) -> list[Flaw]:
+    """Every duplicate key (compared as values: ``name`` and ``"name"`` are one key) and
+    every merge key in a composed document, each at its second occurrence."""
+    constructor = YamlLoader("")
+    flaws: list[Flaw] = []
+    todo = [root]
+    try:
+        while todo:
+            node = todo.pop()
+            if isinstance(node, yaml.SequenceNode):
+                todo += node.value
+            elif isinstance(node, yaml.MappingNode):
+                flaws += _mapping_flaws(constructor, node)
+                todo += [value for _, value in node.value]
+    finally:
+        constructor.dispose()
+    return sorted(flaws, key=lambda f: (f.line, f.column))
+
+
+def _mapping_flaws(constructor: YamlLoader, node: yaml.MappingNode) -> list[Flaw]:
+    flaws: list[Flaw] = []
+    seen: dict[object, int] = {}
+    for key, _ in node.value:
+        if key.tag == _MERGE_TAG:
+            flaws.append(_flaw_of(key, "YAML merge keys ('<<') are not allowed in manifests"))
+            continue
+        if not isinstance(key, yaml.ScalarNode):
+            continue  # refused by the constructor: a collection cannot be a key
+        value = constructor.construct_object(key)
+        if value in seen:
+            message = f"duplicate key {shown(str(value))} (first at line {seen[value]})"
+            flaws.append(_flaw_of(key, message))
+        else:
+            seen[value] = _position(key)[0]
+    return flaws

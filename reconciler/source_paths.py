@@ -1,0 +1,141 @@
+"""Where a manifest's source paths lead, and whether that is inside the repository.
+
+Manifests arrive in pull requests nobody has reviewed yet, and whatever a source reads is
+committed to git by the scheduled job. So a ``FilesGlob`` path or a ``file:`` URL may only
+reach files that, after every symlink is followed, lie in the repository or in a folder
+its configuration allows (``[tool.reconciler] source_roots``). The plan reports a path
+that does not (``plan.confinement``) and the fetch refuses it again, because files can
+change between the two (``ingest.fetch``); both use these rules, so they cannot drift.
+
+Nothing here reads a file: paths are resolved (``realpath`` and ``stat``), never opened.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+__all__ = [
+    "FileUrlError",
+    "OutsideError",
+    "SourceRoots",
+    "check_written",
+    "file_url_path",
+    "glob_matches",
+]
+
+# errno values meaning "not there (yet)": a source may be declared before its data lands.
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR})
+
+
+class OutsideError(ValueError):
+    """A source path that is not confined; the message says why and never shows content."""
+
+
+class FileUrlError(ValueError):
+    """A ``file:`` URL naming a host: only the local machine's files are meant."""
+
+
+@dataclass(frozen=True)
+class SourceRoots:
+    """The folders sources may read from: the repository and its allow-list, resolved."""
+
+    repository: Path
+    allowed: tuple[Path, ...] = ()
+
+    @classmethod
+    def of(cls, repository: Path, allowed: Iterable[Path] = ()) -> SourceRoots:
+        """Resolve every root once, so a symlinked root compares with resolved paths."""
+        return cls(
+            Path(os.path.realpath(repository)),
+            tuple(Path(os.path.realpath(a)) for a in allowed),
+        )
+
+    def confine(self, path: Path) -> Path:
+        """The real path of ``path`` if it lies under a root, else ``OutsideError``.
+
+        A path that does not exist yet is judged by where it would be; a symlink loop or a
+        path that cannot be examined is refused, since nobody can tell where it leads.
+        """
+        real = Path(os.path.realpath(path))
+        try:
+            os.stat(real)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OutsideError("leads into a symlink loop") from None
+            if e.errno not in _MISSING:
+                raise OutsideError(f"cannot be examined ({e.strerror})") from None
+        if not any(real == root or root in real.parents for root in self.roots):
+            where = "the repository and its source_roots" if self.allowed else "the repository"
+            raise OutsideError(f"resolves outside {where}")
+        return real
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        return (self.repository, *self.allowed)
+
+
+def check_written(written: str) -> None:
+    """Refuse spellings whose meaning depends on who reads them, before any resolution.
+
+    ``~`` is a home folder to a shell (and to tools that expand it), a backslash is a
+    separator on Windows (``..\\x`` climbs there), and a NUL byte truncates a path in C:
+    none of them means the same file everywhere, so none is accepted.
+    """
+    if "\0" in written:
+        raise OutsideError("contains a NUL character")
+    if "\\" in written:
+        raise OutsideError("contains a backslash, which is not a path separator here (write /)")
+    if written.startswith("~"):
+        raise OutsideError("starts with ~, a home folder outside the repository")
+
+
+def glob_matches(written: str, roots: SourceRoots, base_dir: Path) -> list[Path]:
+    """Every path the ``FilesGlob`` path ``written`` matches now, in order; each confined.
+
+    The pattern is judged before it is expanded, so that one matching nothing yet is
+    refused too; then every match, since any of them can be a symlink leading out.
+    """
+    pattern = _confined_pattern(written, roots, base_dir)
+    matches = [Path(m) for m in sorted(glob.glob(pattern, recursive=True))]
+    for match in matches:
+        try:
+            roots.confine(match)
+        except OutsideError as e:
+            relative = os.path.relpath(match, base_dir)
+            shown = match if relative.startswith("..") else relative
+            raise OutsideError(f"matches {shown}, which {e}") from None
+    return matches
+
+
+def _confined_pattern(written: str, roots: SourceRoots, base_dir: Path) -> str:
+    """The absolute glob pattern of a ``FilesGlob`` path whose fixed part is confined: the
+    part before the first wildcard must resolve under a root, and no ``..`` may follow a
+    wildcard (what it climbs out of depends on what matches)."""
+    check_written(written)
+    parts = Path(written).parts
+    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    if ".." in parts[fixed:]:
+        raise OutsideError("has '..' after a wildcard, which could lead anywhere")
+    roots.confine(base_dir.joinpath(*parts[:fixed]))
+    if os.path.isabs(written):
+        return written
+    return os.path.join(glob.escape(str(base_dir)), written)
+
+
+def file_url_path(url: str, base_dir: Path) -> Path:
+    """The path of ``file:///abs``, ``file://localhost/abs`` or ``file:relative`` (percent
+    decoded, so ``%2E%2E`` is ``..``), checked by ``check_written`` but not yet confined."""
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise FileUrlError(
+            "file URLs take no host; use file:///absolute/path or file:relative/path"
+        )
+    decoded = unquote(parts.path)
+    check_written(decoded)
+    return base_dir / decoded

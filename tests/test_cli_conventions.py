@@ -1,0 +1,370 @@
+"""The command line's conventions: help, version, exit codes, --select, -q, --format json,
+progress lines and summaries, Ctrl-C and a missing Java.
+
+Most tests run the app in-process; the ones about a real process (exit codes as a shell
+sees them, SIGINT, PATH without java) run ``python -m reconciler``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
+from typer.testing import CliRunner, Result
+
+from reconciler.cli import app
+from reconciler.odf import json_schemas
+from reconciler.odf.integrity import check_integrity
+
+A, B, C, D = "org.example.a", "org.example.b", "org.example.c", "org.example.d"
+WHEN = "2026-01-01T00:00:00Z"
+JAVA_MISSING = (
+    "error: Java was not found: install a Java 17 runtime "
+    "(apt-get install openjdk-17-jre-headless) or set JAVA_HOME\n"
+)
+
+
+def cli(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(app, ["-C", str(root), *args])
+
+
+def process(
+    root: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=600,
+    )
+
+
+def normal(text: str) -> list[str]:
+    """Lines with the clock and the durations replaced, which differ from run to run."""
+    lines = [re.sub(r"^\d\d:\d\d:\d\d ", "HH:MM:SS ", line) for line in text.splitlines()]
+    return [re.sub(r" in (\d+ min )?[\d.]+ s$", " in N s", line) for line in lines]
+
+
+def waiting(root: Path) -> str:
+    """What a root waiting for its first file notes."""
+    return f"no files match none/*.csv in {root}"
+
+
+def build(root: Path) -> GitOpsRepo:
+    """a (a root with two records) -> b -> c, and d (a root waiting for its first file)."""
+    repo = GitOpsRepo.create(root)
+    repo.write(A, manifest(A, "Root", root_events()))
+    for name, source in ((B, A), (C, B)):
+        query = f"SELECT op, event_time, a, b FROM `{source}`"
+        repo.write(name, manifest(name, "Derivative", derivative_events([source], query)))
+    waiting = root_events().replace("sources/*.csv", "none/*.csv")
+    repo.write(D, manifest(D, "Root", waiting))
+    (root / "sources").mkdir()
+    (root / "sources" / "1.csv").write_text("a,b\n1,x\n2,y\n")
+    repo.commit("datasets")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory, spark: object) -> tuple[Path, Result]:
+    """The repository after one apply (in this process, on the tests' Spark), and it."""
+    repo = build(tmp_path_factory.mktemp("applied") / "repo")
+    return repo.root, cli(repo.root, "--system-time", WHEN)
+
+
+@pytest.fixture
+def copy(applied: tuple[Path, Result], tmp_path: Path) -> Path:
+    shutil.copytree(applied[0], tmp_path / "repo")
+    return tmp_path / "repo"
+
+
+def validate(document: dict[str, object]) -> None:
+    json_schemas.validator("run-result.json").validate(document)
+
+
+# Help, version, usage errors
+
+
+def test_version_names_the_package_and_the_pyspark_it_runs_on() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    expected = f"reconcile {version('odf-reconciler')} (pyspark {version('pyspark')})\n"
+    assert result.output == expected
+
+
+@pytest.mark.parametrize(
+    "command", ["", "plan", "apply", "verify", "sql", "log", "push", "lineage", "init"]
+)
+def test_dash_h_is_help_on_every_command(command: str) -> None:
+    result = CliRunner().invoke(app, [*command.split(), "-h"], prog_name="reconcile")
+    assert result.exit_code == 0
+    assert result.output.startswith(f"Usage: reconcile {command}".rstrip() + " [OPTIONS]")
+
+
+def test_the_bare_command_says_in_its_help_that_it_applies() -> None:
+    result = CliRunner().invoke(app, ["--help"], prog_name="reconcile")
+    assert "Without a command, reconcile APPLIES: it is `reconcile apply`" in result.output
+    assert "64 usage error, 130\n  interrupted." in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--no-such-option"], ["plan", "--format", "yaml"], ["no-such-command"], ["log"]],
+    ids=["unknown-option", "bad-choice", "unknown-command", "missing-argument"],
+)
+def test_a_usage_error_exits_64_never_2(applied: tuple[Path, Result], args: list[str]) -> None:
+    result = cli(applied[0], *args)
+    assert result.exit_code == 64, result.output
+
+
+def test_a_usage_error_exits_64_in_a_real_process(applied: tuple[Path, Result]) -> None:
+    done = process(applied[0], "verify", "--format", "markdown")
+    assert done.returncode == 64
+    assert done.stderr.splitlines()[-1] == (
+        "Error: --format markdown is for plans; verify writes text or json"
+    )
+
+
+def test_options_of_apply_before_another_command_are_a_usage_error(
+    applied: tuple[Path, Result],
+) -> None:
+    result = cli(applied[0], "--format", "json", "verify")
+    assert result.exit_code == 64
+    assert result.output.splitlines()[-1] == (
+        "Error: --format goes after the command: reconcile verify --format"
+    )
+
+
+def test_a_folder_that_is_no_repository_is_an_error_saying_so(tmp_path: Path) -> None:
+    for args in ([], ["plan"], ["verify"], ["lineage"]):
+        result = cli(tmp_path, *args)
+        assert result.exit_code == 1
+        assert result.output == (
+            f"error: {tmp_path} is not a reconciler repository (no [tool.reconciler] in "
+            "pyproject.toml, no datasets/ folder, no odf/ folder); `reconcile init` creates one\n"
+        )
+
+
+def test_quiet_and_verbose_together_are_a_usage_error(applied: tuple[Path, Result]) -> None:
+    result = cli(applied[0], "-q", "-v", "plan")
+    assert result.exit_code == 64
+    assert result.output.splitlines()[-1] == "Error: -q and -v cannot be used together"
+
+
+# Apply: progress lines, summary, JSON
+
+
+def test_apply_without_a_terminal_prints_start_and_result_lines_and_a_summary(
+    applied: tuple[Path, Result],
+) -> None:
+    root, result = applied
+    assert result.exit_code == 0, result.output
+    assert normal(result.output)[-9:] == [
+        f"HH:MM:SS START {A}",
+        f"HH:MM:SS OK    {A} updated: 6 blocks (4 metadata), 2 records in N s",
+        f"HH:MM:SS START {B}",
+        f"HH:MM:SS OK    {B} updated: 6 blocks (4 metadata), 2 records in N s",
+        f"HH:MM:SS START {C}",
+        f"HH:MM:SS OK    {C} updated: 6 blocks (4 metadata), 2 records in N s",
+        f"HH:MM:SS START {D}",
+        f"HH:MM:SS OK    {D} updated: 4 blocks (4 metadata); {waiting(root)} in N s",
+        "4 datasets: 4 updated (6 records) in N s",
+    ]
+
+
+def test_quiet_apply_prints_only_the_final_line(copy: Path) -> None:
+    result = cli(copy, "-q", "apply")
+    assert result.exit_code == 0, result.output
+    assert normal(result.output) == ["4 datasets: 4 up to date in N s"]
+
+
+def test_apply_json_is_one_document_on_stdout_following_its_schema(copy: Path) -> None:
+    (copy / "sources" / "2.csv").write_text("a,b\n3,z\n")
+    result = CliRunner().invoke(
+        app, ["-C", str(copy), "apply", "--format", "json", "--system-time", WHEN]
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    validate(document)
+    times = [d.pop("seconds") for d in document["datasets"]]
+    assert all(isinstance(t, float | int) for t in times)
+    assert document["summary"].pop("seconds") >= 0
+    line = document["summary"].pop("line")
+    assert normal(line) == ["4 datasets: 3 updated (3 records), 1 up to date in N s"]
+    updated = {"status": "updated", "error": None, "blocks": 1, "metadataBlocks": 0}
+    assert document == {
+        "formatVersion": 1,
+        "command": "apply",
+        "ok": True,
+        "exitCode": 0,
+        "interrupted": False,
+        "error": None,
+        "datasets": [
+            {"name": A, **updated, "records": 1, "offsets": [2, 2], "note": None},
+            {"name": B, **updated, "records": 1, "offsets": [2, 2], "note": None},
+            {"name": C, **updated, "records": 1, "offsets": [2, 2], "note": None},
+            {
+                "name": D,
+                "status": "up-to-date",
+                "error": None,
+                "blocks": 0,
+                "metadataBlocks": 0,
+                "records": 0,
+                "offsets": None,
+                "note": waiting(copy),
+            },
+        ],
+        "summary": {"datasets": 4, "statuses": {"updated": 3, "up-to-date": 1}, "records": 3},
+    }
+    assert normal(result.stderr)[-1] == "4 datasets: 3 updated (3 records), 1 up to date in N s"
+
+
+# --select
+
+
+def planned(root: Path, *selectors: str) -> list[str]:
+    result = cli(root, "plan", "--format", "json", *selectors)
+    assert result.exit_code == 0, result.output
+    return [d["name"] for d in json.loads(result.stdout)["datasets"]]
+
+
+def test_select_picks_datasets_by_name_and_graph_operator(applied: tuple[Path, Result]) -> None:
+    root = applied[0]
+    assert planned(root, "--select", f"{B}+") == [B, C]
+    assert planned(root, "-s", f"+{B}") == [A, B]
+    assert planned(root, "--select", f"+{B}+") == [A, B, C]
+    assert planned(root, "--select", f"{A} {D}") == [A, D]
+    assert planned(root, "-s", C, "-s", D) == [C, D]
+    alias = cli(root, "--plan", "--format", "json", "--select", f"{B}+")
+    assert [d["name"] for d in json.loads(alias.stdout)["datasets"]] == [B, C]
+
+
+def test_select_with_unknown_names_is_a_usage_error_naming_them(
+    applied: tuple[Path, Result],
+) -> None:
+    for command in (["plan"], ["apply"], [], ["verify"], ["sql", "SELECT 1"]):
+        result = cli(applied[0], *command, "--select", "org.example.zz+ org.example.yy")
+        assert result.exit_code == 64, (command, result.output)
+        assert result.output.splitlines()[-1] == (
+            "Error: --select: no such dataset: org.example.yy, org.example.zz"
+        )
+
+
+def test_apply_of_a_selection_runs_only_it_reading_the_upstreams_data(copy: Path) -> None:
+    (copy / "sources" / "2.csv").write_text("a,b\n3,z\n")
+    first = cli(copy, "-q", "apply", "--select", A, "--system-time", WHEN)
+    assert normal(first.output) == ["1 dataset: 1 updated (1 record) in N s"]
+    result = cli(copy, "apply", "--select", f"{B}+", "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    validate(document)
+    assert [(d["name"], d["status"], d["offsets"]) for d in document["datasets"]] == [
+        (B, "updated", [2, 2]),
+        (C, "updated", [2, 2]),
+    ]
+
+
+# verify and log
+
+
+def test_verify_json_follows_the_schema(applied: tuple[Path, Result]) -> None:
+    result = cli(applied[0], "verify", "--integrity", "--format", "json", "-s", f"{B}+")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    validate(document)
+    assert [(d["name"], d["status"], d["blocks"], d["problems"]) for d in document["datasets"]] == [
+        (B, "valid", 6, []),
+        (C, "valid", 6, []),
+    ]
+    assert normal(document["summary"]["line"]) == ["2 datasets: 2 valid in N s"]
+
+
+def test_log_takes_format_like_every_command_and_keeps_o_and_output(
+    applied: tuple[Path, Result],
+) -> None:
+    outputs = {
+        args: cli(applied[0], "log", A, *args, "yaml", "--limit", "1").output
+        for args in (("--format",), ("-o",), ("--output",))
+    }
+    assert len(set(outputs.values())) == 1
+    assert outputs[("--format",)].startswith("blockHash: ")
+
+
+# Real processes: a missing Java, Ctrl-C
+
+
+def test_a_missing_java_is_one_line_and_exit_1(
+    applied: tuple[Path, Result], tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"  # python only: no java on PATH, and no JAVA_HOME
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    git = shutil.which("git")
+    assert git is not None
+    (bin_dir / "git").symlink_to(git)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | {"PATH": str(bin_dir)}
+    done = process(applied[0], "verify", B, env=env)
+    assert done.returncode == 1
+    assert done.stderr == JAVA_MISSING
+    assert normal(done.stdout) == ["0 datasets: 0 valid in N s"]
+
+
+def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
+    tmp_path: Path,
+) -> None:
+    repo = build(tmp_path / "repo")
+    running = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert running.stdout is not None
+    for line in running.stdout:
+        if line.endswith(f"START {A}\n"):
+            running.send_signal(signal.SIGINT)
+            break
+    stdout, stderr = running.communicate(timeout=600)
+    assert running.returncode == 130, stdout + stderr
+    assert stderr.splitlines() == [
+        "analysing 2 queries on Spark…",
+        "stopping after the current dataset (Ctrl-C again to stop at once)",
+        f"interrupted: stopped after {A}; every chain is valid",
+    ]
+    assert normal(stdout)[-2:] == [
+        f"HH:MM:SS OK    {A} updated: 6 blocks (4 metadata), 2 records in N s",
+        "1 dataset: 1 updated (2 records) in N s",
+    ]
+    assert repo.odf.names() == [A]
+    assert check_integrity(repo.odf.dataset(A)) == []
+
+
+def test_init_works_outside_a_repository_and_names_each_file_then_refuses_a_second_time(
+    tmp_path: Path,
+) -> None:
+    first = cli(tmp_path, "init", "new")
+    assert first.exit_code == 0, first.output
+    lines = first.output.splitlines()
+    assert (
+        lines[-1] == f"{len(lines) - 1} files written in {tmp_path / 'new'}: next, `reconcile plan`"
+    )
+    assert all((tmp_path / "new" / line.removeprefix("created ")).is_file() for line in lines[:-1])
+    assert "created pyproject.toml" in lines
+    again = cli(tmp_path / "new", "init")
+    assert again.exit_code == 1
+    assert again.output == (
+        f"error: {tmp_path / 'new' / 'datasets'} already holds manifests: "
+        "this is a reconciler repository already\n"
+    )

@@ -1,0 +1,381 @@
+"""Sources stay in the repository unless its base configuration allows a folder outside.
+
+The hostile corpus (``test_hostile_sources.py``) shows what is refused; these tests pin
+what is allowed (``source_roots``, symlinks that stay inside), that a pull request cannot
+widen its own allow-list, and that apply checks again when files change after the plan.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import git
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from reconciler.apply import Status, apply_plan
+from reconciler.cli import app
+from reconciler.config import ConfigError, RepoConfig
+from reconciler.ingest.fetch import Fetched, SourceOutsideError, UpToDate, fetch
+from reconciler.ingest.pull import IngestContext
+from reconciler.odf import Timestamp, models
+from reconciler.odf.repository import OdfRepository
+from reconciler.planning import PlanRequest, make_plan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+T0 = Timestamp.parse("2026-03-01T00:00:00Z")
+SECRET = "TOP-SECRET-CANARY-7f3a"
+# A record that does not parse: a reader that got this far would quote it in its error.
+MALFORMED = f"a,b\n{SECRET},x\n"
+
+
+def manifest(name: str, fetch: str) -> str:
+    return textwrap.dedent(
+        f"""\
+        kind: DatasetSnapshot
+        version: 1
+        content:
+          name: {name}
+          kind: Root
+          metadata:
+            - kind: SetPollingSource
+              fetch: {fetch}
+              read: {{kind: Csv, header: true, schema: ["a BIGINT", "b STRING"]}}
+              merge: {{kind: Append}}
+        """
+    )
+
+
+def make_repo(tmp: Path, pyproject: str = "[tool.reconciler]\n") -> tuple[Path, Path]:
+    """A repository with its pyproject.toml, and an empty folder beside it."""
+    root, outside = tmp / "repo", tmp / "exports"
+    (root / "datasets").mkdir(parents=True)
+    (root / "sources").mkdir()
+    (root / "pyproject.toml").write_text(pyproject)
+    outside.mkdir()
+    return root, outside
+
+
+def cli(root: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["-C", str(root), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+def problems(root: Path, base: str | None = None) -> list[str]:
+    plan = make_plan(RepoConfig.load(root), PlanRequest(base_ref=base))
+    return [f"{p.location}: {p.field}: {p.message}" for p in plan.problems]
+
+
+def glob_step(path: str) -> models.FetchStepFilesGlob:
+    return models.FetchStepFilesGlob.model_validate({"kind": "FilesGlob", "path": path})
+
+
+def fetch_in(
+    root: Path,
+    step: models.FetchStep,
+    env: dict[str, str] | None = None,
+    source_roots: tuple[Path, ...] = (),
+) -> Fetched | UpToDate:
+    return fetch(
+        step,
+        prev_state=None,
+        system_time=T0,
+        workdir=root.parent / "work",
+        base_dir=root,
+        env=env or {},
+        source_roots=source_roots,
+    )
+
+
+# --- Configuration -------------------------------------------------------------------------
+
+
+def test_source_roots_are_absolute_or_relative_to_the_repository(tmp_path: Path) -> None:
+    root, _ = make_repo(
+        tmp_path, '[tool.reconciler]\nsource_roots = ["/mnt/shared/exports", "../sibling"]\n'
+    )
+    assert RepoConfig.load(root).source_roots == (Path("/mnt/shared/exports"), root / "../sibling")
+
+
+def test_a_repository_without_source_roots_allows_no_folder_outside(tmp_path: Path) -> None:
+    root, _ = make_repo(tmp_path)
+    assert RepoConfig.load(root).source_roots == ()
+
+
+def test_source_roots_that_is_not_a_list_of_paths_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    root, _ = make_repo(tmp_path, '[tool.reconciler]\nsource_roots = "../sibling"\n')
+    with pytest.raises(ConfigError) as e:
+        RepoConfig.load(root)
+    assert str(e.value) == (
+        "[tool.reconciler] source_roots must be a list of folder paths, got '../sibling'"
+    )
+    assert cli(root, "--plan") == (
+        1,
+        "error: [tool.reconciler] source_roots must be a list of folder paths, got '../sibling'\n",
+    )
+
+
+# --- Plans ---------------------------------------------------------------------------------
+
+
+def test_source_roots_let_the_plan_accept_globs_and_file_urls_in_the_allowed_folder(
+    tmp_path: Path,
+) -> None:
+    root, outside = make_repo(tmp_path)
+    (outside / "2026.csv").write_text("a,b\n1,x\n")
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "../exports/*.csv"}')
+    )
+    (root / "datasets" / "b.yaml").write_text(
+        manifest("org.example.b", f'{{kind: Url, url: "file://{outside}/2026.csv"}}')
+    )
+    refusal = "resolves outside the repository"
+    assert [p.split(": ")[-1] for p in problems(root)] == [
+        f"FilesGlob path '../exports/*.csv' {refusal}",
+        f"Url 'file://{outside}/2026.csv' {refusal}",
+    ]
+
+    (root / "pyproject.toml").write_text('[tool.reconciler]\nsource_roots = ["../exports"]\n')
+    assert problems(root) == []
+    (root / "pyproject.toml").write_text(f'[tool.reconciler]\nsource_roots = ["{outside}"]\n')
+    assert problems(root) == []
+
+
+def test_an_allowed_root_does_not_allow_its_neighbours(tmp_path: Path) -> None:
+    root, _ = make_repo(tmp_path, '[tool.reconciler]\nsource_roots = ["../exports"]\n')
+    (tmp_path / "exports-private").mkdir()
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "../exports-private/*.csv"}')
+    )
+    assert problems(root) == [
+        f"{root}/datasets/a.yaml:8:38: content.metadata[0].fetch.path: FilesGlob path "
+        "'../exports-private/*.csv' resolves outside the repository and its source_roots"
+    ]
+
+
+def test_symlinks_that_stay_inside_the_repository_are_followed(tmp_path: Path) -> None:
+    root, _ = make_repo(tmp_path)
+    (root / "sources" / "real").mkdir()
+    (root / "sources" / "real" / "a.csv").write_text("a,b\n1,x\n")
+    (root / "sources" / "alias").symlink_to("real")
+    (root / "common").mkdir()
+    (root / "common" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "sources/alias/*.csv"}')
+    )
+    (root / "datasets" / "shared").symlink_to("../common")
+    (root / "datasets" / "b.yaml").write_text(
+        manifest("org.example.b", '{kind: Url, url: "file:sources/alias/a.csv"}')
+    )
+    (root / "datasets" / "drafts").mkdir()
+    (root / "datasets" / "drafts" / "c.manifest").write_text(
+        manifest("org.example.c", '{kind: FilesGlob, path: "sources/real/*.csv"}')
+    )
+    (root / "datasets" / "c.yaml").symlink_to("drafts/c.manifest")
+    assert RepoConfig.load(root).manifest_paths() == [
+        root / "datasets" / "b.yaml",
+        root / "datasets" / "c.yaml",
+        root / "datasets" / "shared" / "a.yaml",
+    ]
+    assert problems(root) == []
+
+
+def git_repo(root: Path) -> git.Repo:
+    repo = git.Repo.init(root, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "test")
+        cw.set_value("user", "email", "test@example.org")
+    return repo
+
+
+def commit_all(repo: git.Repo, message: str) -> None:
+    repo.git.add(A=True)
+    repo.index.commit(message)
+
+
+def test_a_pull_request_cannot_widen_its_own_source_roots(tmp_path: Path) -> None:
+    root, outside = make_repo(tmp_path)
+    (outside / "2026.csv").write_text("a,b\n1,x\n")
+    (root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "sources/*.csv"}')
+    )
+    repo = git_repo(root)
+    commit_all(repo, "base: no source_roots")
+    repo.git.checkout("-b", "pr")
+    (root / "pyproject.toml").write_text('[tool.reconciler]\nsource_roots = ["../exports"]\n')
+    (root / "datasets" / "b.yaml").write_text(
+        manifest("org.example.b", '{kind: FilesGlob, path: "../exports/*.csv"}')
+    )
+    commit_all(repo, "pr: widen source_roots and read from it")
+
+    code, output = cli(root, "--plan", "--base", "main")
+    assert code == 1
+    assert (
+        "datasets/b.yaml:8:38: org.example.b: content.metadata[0].fetch.path: "
+        "FilesGlob path '../exports/*.csv' resolves outside the repository\n"
+    ) in output
+    # Without --base (the plan of the merged branch, and apply) the working tree rules.
+    assert problems(root) == []
+
+
+def test_a_pull_request_is_judged_by_the_source_roots_of_its_base(tmp_path: Path) -> None:
+    root, outside = make_repo(tmp_path, '[tool.reconciler]\nsource_roots = ["../exports"]\n')
+    (outside / "2026.csv").write_text("a,b\n1,x\n")
+    repo = git_repo(root)
+    commit_all(repo, "base: allows ../exports")
+    repo.git.checkout("-b", "pr")
+    (root / "pyproject.toml").write_text("[tool.reconciler]\n")
+    (root / "datasets" / "b.yaml").write_text(
+        manifest("org.example.b", '{kind: FilesGlob, path: "../exports/*.csv"}')
+    )
+    commit_all(repo, "pr")
+    assert problems(root, base="main") == []
+
+
+def test_a_base_without_pyproject_allows_no_folder_outside(tmp_path: Path) -> None:
+    root, _ = make_repo(tmp_path)
+    (root / "pyproject.toml").unlink()
+    (root / "README.md").write_text("base\n")
+    repo = git_repo(root)
+    commit_all(repo, "base: no pyproject.toml")
+    (root / "pyproject.toml").write_text('[tool.reconciler]\nsource_roots = ["../exports"]\n')
+    (root / "datasets" / "b.yaml").write_text(
+        manifest("org.example.b", '{kind: FilesGlob, path: "../exports/*.csv"}')
+    )
+    assert [p.split(": ")[-1] for p in problems(root, base="main")] == [
+        "FilesGlob path '../exports/*.csv' resolves outside the repository"
+    ]
+
+
+# --- Apply ---------------------------------------------------------------------------------
+
+
+def test_apply_ingests_a_file_from_an_allowed_folder_on_spark(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    root, outside = make_repo(tmp_path, '[tool.reconciler]\nsource_roots = ["../exports"]\n')
+    (outside / "2026.csv").write_text("a,b\n1,x\n2,y\n")
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.shared", '{kind: FilesGlob, path: "../exports/*.csv"}')
+    )
+    code, output = cli(root, "--system-time", "2026-03-01T00:00:00Z")
+    assert code == 0, output
+    dataset = OdfRepository(root / "odf").dataset("org.example.shared")
+    state = dataset.state().last_source_state
+    assert state is not None and state.value == "2026.csv"
+    [data_file] = (dataset.root / "data").iterdir()
+    assert [(r["offset"], r["a"], r["b"]) for r in pq.read_table(data_file).to_pylist()] == [
+        (0, 1, "x"),
+        (1, 2, "y"),
+    ]
+
+
+def test_apply_refuses_a_match_symlinked_outside_after_the_plan(tmp_path: Path) -> None:
+    root, outside = make_repo(tmp_path)
+    (outside / "secret.csv").write_text(MALFORMED)
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "sources/*.csv"}')
+    )
+    config = RepoConfig.load(root)
+    plan = make_plan(config, PlanRequest())
+    assert plan.problems == ()
+    (root / "sources" / "2026.csv").symlink_to(outside / "secret.csv")
+
+    context = IngestContext(
+        spark=lambda: pytest.fail("nothing may be read"), base_dir=root, env={}, system_time=T0
+    )
+    [outcome] = apply_plan(OdfRepository(config.odf_dir), plan, T0, context)
+    assert (outcome.status, outcome.data_blocks, outcome.message) == (
+        Status.FAILED,
+        0,
+        "SourceOutsideError: FilesGlob path 'sources/*.csv' matches sources/2026.csv, which resolves "
+        "outside the repository; it is not read",
+    )
+
+
+def test_fetch_refuses_every_match_that_leads_outside_not_only_the_next(tmp_path: Path) -> None:
+    root, outside = make_repo(tmp_path)
+    (outside / "secret.csv").write_text(MALFORMED)
+    (root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (root / "sources" / "z.csv").symlink_to(outside / "secret.csv")
+    with pytest.raises(SourceOutsideError) as e:
+        fetch_in(root, glob_step("sources/*.csv"))
+    assert str(e.value) == (
+        "FilesGlob path 'sources/*.csv' matches sources/z.csv, which resolves "
+        "outside the repository; it is not read"
+    )
+
+
+def test_fetch_refuses_a_file_url_whose_template_resolves_outside_naming_it_as_written(
+    tmp_path: Path,
+) -> None:
+    root, outside = make_repo(tmp_path)
+    (outside / "secret.csv").write_text(MALFORMED)
+    step = models.FetchStepUrl.model_validate(
+        {"kind": "Url", "url": "file:${{ env.EXPORT_DIR }}/secret.csv"}
+    )
+    with pytest.raises(SourceOutsideError) as e:
+        fetch_in(root, step, env={"EXPORT_DIR": "../exports"})
+    assert str(e.value) == (
+        "Url 'file:${{ env.EXPORT_DIR }}/secret.csv' resolves outside the repository; "
+        "it is not read"
+    )
+
+
+def test_fetch_refuses_a_file_url_symlinked_outside(tmp_path: Path) -> None:
+    root, outside = make_repo(tmp_path)
+    (outside / "secret.csv").write_text(MALFORMED)
+    (root / "sources" / "a.csv").symlink_to(outside / "secret.csv")
+    step = models.FetchStepUrl.model_validate({"kind": "Url", "url": "file:sources/a.csv"})
+    with pytest.raises(SourceOutsideError) as e:
+        fetch_in(root, step)
+    assert str(e.value) == (
+        "Url 'file:sources/a.csv' resolves outside the repository; it is not read"
+    )
+
+
+def test_fetch_reads_from_a_folder_of_source_roots(tmp_path: Path) -> None:
+    root, outside = make_repo(tmp_path)
+    (outside / "2026.csv").write_text("a,b\n1,x\n")
+    result = fetch_in(root, glob_step("../exports/*.csv"), source_roots=(outside,))
+    assert isinstance(result, Fetched)
+    assert result.path == root / "../exports/2026.csv"
+
+
+def test_refused_sources_are_never_opened(tmp_path: Path) -> None:
+    # Opening a FIFO for reading blocks until a writer comes: a plan or apply that read
+    # the refused file would hang here instead of exiting.
+    root, outside = make_repo(tmp_path)
+    os.mkfifo(outside / "pipe.csv")
+    (root / "sources" / "evil").mkdir()
+    (root / "sources" / "evil" / "a.csv").symlink_to(outside / "pipe.csv")
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "sources/evil/*.csv"}')
+    )
+    expected = (
+        f"{root}/datasets/a.yaml:8:38: org.example.a: content.metadata[0].fetch.path: "
+        "FilesGlob path 'sources/evil/*.csv' matches sources/evil/a.csv, which resolves "
+        "outside the repository"
+    )
+    for args in (["--plan"], []):
+        done = subprocess.run(
+            [sys.executable, "-m", "reconciler", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert expected in done.stdout
+    assert not (root / "odf").exists()

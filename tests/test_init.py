@@ -1,0 +1,216 @@
+"""``reconcile init``: a data repository a team can push to GitHub as it is.
+
+The scaffold plans and applies as written, its workflows pass the linters, its default
+policies are this repository's own, and it never overwrites a file.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from gitops_repo import reconcile, rows, slices
+from pyspark.sql import SparkSession
+from workflow_lint import check_jsonschema, run_scripts, shellcheck
+
+from reconciler.apply import Outcome, Status
+from reconciler.config import RepoConfig
+from reconciler.odf.integrity import check_integrity
+from reconciler.odf.repository import OdfRepository
+from reconciler.plan.model import Action
+from reconciler.planning import PlanRequest, make_plan
+from reconciler.scaffold import (
+    TEMPLATES,
+    ConflictingFilesError,
+    InitRefusedError,
+    RepositoryExistsError,
+    init_repository,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCAFFOLD = [
+    ".github/workflows/plan.yml",
+    ".github/workflows/reconcile.yml",
+    ".gitignore",
+    "README.md",
+    "datasets/org.example.shop.daily-sales.yaml",
+    "datasets/org.example.shop.orders.yaml",
+    "policies/chains.yaml",
+    "policies/determinism.yaml",
+    "policies/engines.yaml",
+    "policies/evolution.yaml",
+    "policies/manifest-shape.schema.json",
+    "policies/metadata.yaml",
+    "policies/naming.yaml",
+    "policies/security.yaml",
+    "pyproject.toml",
+    "sources/orders/orders-2026-01-05.csv",
+]
+ORDERS = "org.example.shop.orders"
+DAILY = "org.example.shop.daily-sales"
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_init_writes_the_scaffold_into_a_new_folder_and_returns_every_file_it_wrote(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "team-data"
+    written = init_repository(target)
+    assert [p.relative_to(target).as_posix() for p in written] == SCAFFOLD
+    assert _files(target) == SCAFFOLD
+
+
+def test_init_pins_the_installed_version_in_both_workflows(tmp_path: Path) -> None:
+    init_repository(tmp_path)
+    install = f'pip install "odf-reconciler=={version("odf-reconciler")}"'
+    for workflow in ("plan.yml", "reconcile.yml"):
+        scripts = dict(run_scripts(tmp_path / ".github" / "workflows" / workflow))
+        assert [s for s in scripts.values() if "pip install" in s] == [install], workflow
+    assert not [f for f in SCAFFOLD if "@RECONCILER_VERSION@" in (tmp_path / f).read_text()]
+
+
+def test_the_shipped_default_policies_are_this_repositorys_policies() -> None:
+    shipped = TEMPLATES / "policies"
+    ours = REPO_ROOT / "policies"
+    names = sorted(p.name for p in ours.iterdir())
+    assert sorted(p.name for p in shipped.iterdir()) == names, (
+        "copy policies/ to reconciler/templates/policies/: init ships the defaults"
+    )
+    mismatch, errors = filecmp.cmpfiles(ours, shipped, names, shallow=False)[1:]
+    assert (mismatch, errors) == ([], [])
+
+
+def test_the_scaffold_plans_without_problems_and_applies_its_examples(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    init_repository(tmp_path)
+    plan = make_plan(RepoConfig.load(tmp_path), PlanRequest())
+    assert [(d.name, d.action) for d in plan.datasets] == [
+        (ORDERS, Action.CREATE),
+        (DAILY, Action.CREATE),
+    ]
+    assert (plan.problems, plan.has_errors) == ((), False)
+
+    assert reconcile(tmp_path) == [
+        Outcome(ORDERS, Status.UPDATED, metadata_blocks=5, data_blocks=2, rows=5),
+        Outcome(DAILY, Status.UPDATED, metadata_blocks=5, data_blocks=2, rows=4),
+    ]
+    odf = OdfRepository(tmp_path / "odf")
+    for name in (ORDERS, DAILY):
+        assert check_integrity(odf.dataset(name)) == [], name
+    (daily,) = slices(odf.dataset(DAILY))
+    assert rows(daily, "system_time") == [
+        (0, 0, "2026-01-05", "coffee beans 1kg", 2, 3, "62.70"),
+        (1, 0, "2026-01-05", "paper filters", 1, 5, "12.50"),
+        (2, 0, "2026-01-06", "grinder", 1, 1, "89.00"),
+        (3, 0, "2026-01-06", "paper filters", 1, 3, "7.50"),
+    ]
+    assert reconcile(tmp_path) == [
+        Outcome(ORDERS, Status.UP_TO_DATE),
+        Outcome(DAILY, Status.UP_TO_DATE),
+    ]
+
+
+def test_the_scaffolds_workflows_match_githubs_workflow_schema(tmp_path: Path) -> None:
+    init_repository(tmp_path)
+    result = check_jsonschema(sorted((tmp_path / ".github" / "workflows").glob("*.yml")))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == "ok -- validation done\n"
+
+
+def test_every_run_script_of_the_scaffolds_workflows_passes_shellcheck(tmp_path: Path) -> None:
+    init_repository(tmp_path)
+    scripts = {
+        f"{workflow.name}:{step}": script
+        for workflow in sorted((tmp_path / ".github" / "workflows").glob("*.yml"))
+        for step, script in run_scripts(workflow)
+    }
+    assert list(scripts) == [
+        "plan.yml:plan/3",
+        "plan.yml:plan/4",
+        "plan.yml:plan/plan",
+        "reconcile.yml:reconcile/3",
+        "reconcile.yml:reconcile/4",
+        "reconcile.yml:reconcile/5",
+        "reconcile.yml:reconcile/Commit the advanced chains",
+    ]
+    failures = {step: shellcheck(script).stdout for step, script in scripts.items()}
+    assert {step: out for step, out in failures.items() if out} == {}
+
+
+def test_init_refuses_a_folder_that_already_holds_manifests_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / "org.example.mine.yaml").write_text("kind: DatasetSnapshot\n")
+    with pytest.raises(RepositoryExistsError) as refused:
+        init_repository(tmp_path)
+    assert str(refused.value) == (
+        f"{tmp_path / 'datasets'} already holds manifests: this is a reconciler repository already"
+    )
+    assert _files(tmp_path) == ["datasets/org.example.mine.yaml"]
+
+
+def test_init_lists_every_existing_file_it_would_overwrite_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "README.md").write_text("# Ours\n")
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "plan.yml").write_text("name: ours\n")
+    with pytest.raises(ConflictingFilesError) as refused:
+        init_repository(tmp_path)
+    conflicts = [tmp_path / ".github" / "workflows" / "plan.yml", tmp_path / "README.md"]
+    assert refused.value.conflicts == conflicts
+    assert str(refused.value) == (
+        f"refusing to overwrite 2 existing file(s): {conflicts[0]}, {conflicts[1]}"
+    )
+    assert isinstance(refused.value, InitRefusedError)
+    assert _files(tmp_path) == [".github/workflows/plan.yml", "README.md"]
+    assert (tmp_path / "README.md").read_text() == "# Ours\n"
+
+
+def test_init_goes_into_a_folder_with_an_empty_datasets_folder_and_other_files(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "LICENSE").write_text("Apache-2.0\n")
+    assert len(init_repository(tmp_path)) == len(SCAFFOLD)
+    assert _files(tmp_path) == sorted([*SCAFFOLD, "LICENSE"])
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_reconcile_init_names_each_file_it_creates(tmp_path: Path) -> None:
+    result = _cli(tmp_path, "init", "team-data")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        *(f"created {f}" for f in SCAFFOLD),
+        f"15 files written in {tmp_path / 'team-data'}: next, `reconcile plan`",
+    ]
+    assert _files(tmp_path / "team-data") == SCAFFOLD
+
+
+def test_reconcile_init_refuses_an_existing_file_with_one_error_line(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    result = _cli(tmp_path, "init")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"error: refusing to overwrite 1 existing file(s): {tmp_path / '.gitignore'}\n"
+    )
+    assert _files(tmp_path) == [".gitignore"]
