@@ -25,15 +25,17 @@ import enum
 import functools
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Concatenate, ParamSpec, TypeVar
 
-from .apply_metadata import apply_dataset, delete_dataset
+from .apply_metadata import MetadataResult, append_planned, apply_dataset, delete_dataset
+from .apply_recreate import recreating
 from .engine.errors import describe
 from .ingest.pull import IngestContext, PullResult, pull_polling
+from .ingest.writer import all_or_nothing
 from .odf import Timestamp
 from .odf.multiformat import DatasetId
-from .odf.repository import OdfRepository
+from .odf.repository import Dataset, OdfRepository
 from .openlineage_events import Lineage, RunHandle
 from .openlineage_runs import RunDescriber
 from .plan.model import Action, DatasetPlan, Plan
@@ -152,6 +154,58 @@ def _child_run(
         yield run
 
 
+@contextmanager
+def _chain_of(
+    repo: OdfRepository, ds: DatasetPlan, metadata_time: Timestamp, ids: dict[str, str]
+) -> Iterator[tuple[Dataset, MetadataResult]]:
+    """The chain the dataset's data goes into, with its planned metadata appended: for a
+    RECREATE a new chain built beside the old one, which replaces it when the body
+    succeeds (``apply_recreate``); else the dataset's own."""
+    if ds.action is Action.RECREATE:
+        with recreating(repo, ds, metadata_time, ids) as chain:
+            yield chain
+    elif ds.action is Action.CREATE:
+        with _first_data_or_nothing(repo, ds, metadata_time, ids) as chain:
+            yield chain
+    else:
+        yield repo.dataset(ds.name), apply_dataset(repo, ds, metadata_time, ids)
+
+
+@contextmanager
+def _first_data_or_nothing(
+    repo: OdfRepository, ds: DatasetPlan, metadata_time: Timestamp, ids: dict[str, str]
+) -> Iterator[tuple[Dataset, MetadataResult]]:
+    """A new dataset is created together with its first pull or not at all.
+
+    Its Seed and metadata are appended in the same all-or-nothing scope as the pull, so a
+    pull that fails takes them back, and the folder goes too: nothing is written, and
+    the next plan still shows ``create``. (A ``FilesGlob`` with no file yet is no
+    failure: the dataset is created, awaiting its first file, as kamu does.)
+    """
+    dataset = repo.dataset(ds.name)
+    try:
+        with all_or_nothing(dataset):
+            yield dataset, append_planned(dataset, ds, metadata_time, ids)
+    except BaseException:
+        if not dataset.exists():  # else another run created it: its chain stays
+            ids.pop(ds.name, None)
+            dataset.discard()
+        raise
+
+
+@dataclass
+class _Stage:
+    """The stage a pull or transform reached (fetch, read, …), heard from its progress
+    callback, so that a failed creation says what failed."""
+
+    forward: Callable[[str], None]
+    name: str = "metadata"
+
+    def hear(self, stage: str) -> None:
+        self.name = stage
+        self.forward(stage)
+
+
 def _apply_dataset(
     repo: OdfRepository,
     ds: DatasetPlan,
@@ -168,10 +222,13 @@ def _apply_dataset(
     """
     metadata_blocks = 0
     pulling = False
-    dataset = repo.dataset(ds.name)
+    stage = _Stage(context.progress)
+    context = replace(context, progress=stage.hear)
     try:
-        with _child_run(lineage, describer, ds) as run:
-            metadata = apply_dataset(repo, ds, metadata_time, ids)
+        with (
+            _child_run(lineage, describer, ds) as run,
+            _chain_of(repo, ds, metadata_time, ids) as (dataset, metadata),
+        ):
             metadata_blocks = metadata.blocks
             if metadata.error:
                 raise MetadataError(metadata.error)
@@ -187,10 +244,13 @@ def _apply_dataset(
                 run.set_output_statistics(result.rows, result.size)
                 run.set_output_schema(describer.columns(ds.name))
     except MetadataError as e:
-        return Outcome(ds.name, Status.FAILED, metadata_blocks, message=str(e))
+        kept = 0 if ds.action is Action.CREATE else metadata_blocks
+        return Outcome(ds.name, Status.FAILED, kept, message=str(e))
     except Exception as e:  # one dataset's failure, whatever it is, must not stop the others
         if not pulling:
             raise  # an unexpected error while appending metadata stops the apply, as ever
+        if ds.action is Action.CREATE:  # nothing of it was kept: say what failed, no blocks
+            return Outcome(ds.name, Status.FAILED, message=f"{stage.name} failed: {describe(e)}")
         return Outcome(ds.name, Status.FAILED, metadata_blocks, message=describe(e))
     changed = metadata_blocks or result.blocks
     return Outcome(

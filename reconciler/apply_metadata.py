@@ -19,7 +19,7 @@ from typing import Any
 
 from .odf import DatasetId, Timestamp, models
 from .odf.chain import ChainRuleError
-from .odf.repository import HeadMovedError, OdfRepository, RepositoryError
+from .odf.repository import Dataset, HeadMovedError, OdfRepository, RepositoryError
 from .plan.model import Action, DatasetPlan
 
 
@@ -50,7 +50,16 @@ def apply_dataset(
     repo: OdfRepository, plan: DatasetPlan, system_time: Timestamp, ids: dict[str, str]
 ) -> MetadataResult:
     """Append one dataset's planned events; on a rule violation nothing after it is written."""
-    dataset = repo.dataset(plan.name)
+    return append_planned(repo.dataset(plan.name), plan, system_time, ids)
+
+
+def append_planned(
+    dataset: Dataset, plan: DatasetPlan, system_time: Timestamp, ids: dict[str, str]
+) -> MetadataResult:
+    """``apply_dataset`` through a given ``Dataset`` object, so that a caller recording it
+    (``Dataset.recording``) can take these blocks back with its own writes: a new
+    dataset's metadata is kept only together with its first data
+    (``apply._first_data_or_nothing``)."""
     blocks = 0
     try:
         if plan.action is Action.CREATE:
@@ -73,6 +82,26 @@ def apply_dataset(
     except (ChainRuleError, RepositoryError, ValueError) as e:
         return MetadataResult(plan.name, blocks, f"{type(e).__name__}: {e}")
     return MetadataResult(plan.name, blocks)
+
+
+def recreate_metadata(
+    staged: Dataset, plan: DatasetPlan, system_time: Timestamp, ids: dict[str, str]
+) -> MetadataResult:
+    """Start a recreated dataset's new chain in ``staged`` (``OdfRepository.staging``): a
+    Seed with a fresh ``did:odf`` id, then exactly the plan's ``Recreate.events``, inputs
+    recreated before it resolved to their new ids through ``ids``. The folder is private
+    to this run until it replaces the old chain, so no other writer can interfere."""
+    assert plan.recreate is not None, "only a RECREATE has a new chain"
+    dataset_id, _ = DatasetId.generate()
+    kind = models.DatasetKind(plan.kind)
+    try:
+        staged.create(models.Seed(dataset_id=dataset_id, dataset_kind=kind), system_time)
+        staged.write_alias(plan.name)
+        for data in plan.recreate.events:
+            staged.append_event(_event(data, ids), system_time)
+    except (ChainRuleError, RepositoryError, ValueError) as e:
+        return MetadataResult(plan.name, error=f"{type(e).__name__}: {e}")
+    return MetadataResult(plan.name, 1 + len(plan.recreate.events))
 
 
 def delete_dataset(repo: OdfRepository, plan: DatasetPlan) -> str | None:

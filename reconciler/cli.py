@@ -8,6 +8,7 @@ with the same option names, so that existing scripts and workflows keep working.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated
@@ -19,9 +20,10 @@ from .commands import init as init_command
 from .commands import lineage as lineage_command
 from .commands import log as log_command
 from .commands import push as push_command
+from .commands import show as show_command
 from .commands import sql as sql_command
 from .commands import verify as verify_command
-from .commands.apply import RunOptions
+from .commands.apply import RunOptions, SavedPlanArgument, SavedPlanOption
 from .commands.common import (
     BaseOption,
     DetailedExitcodeOption,
@@ -45,6 +47,7 @@ from .commands.common import (
 )
 from .commands.lineage import LineageFormat
 from .commands.log import LogFormat
+from .commands.loop import DEFAULT_PUSH_RETRIES, CommitOption, PushOption, PushRetriesOption
 from .commands.sql import SqlFormat
 from .config import ConfigError, RepoConfig
 
@@ -93,6 +96,10 @@ def reconcile(
     lock_timeout: LockTimeoutOption = None,
     select: SelectOption = None,
     yes: YesOption = False,
+    commit: CommitOption = False,
+    push: PushOption = False,
+    push_retries: PushRetriesOption = DEFAULT_PUSH_RETRIES,
+    saved_plan: SavedPlanOption = None,
 ) -> None:
     """Bring the chains under odf/ to the manifests under datasets/.
 
@@ -110,6 +117,8 @@ def reconcile(
     ctx.obj = session = Session(config, when, fetch_uncacheable, quiet, verbose)
     session.override(None, False, lock_timeout)
     options = RunOptions(plan, output_format, out, detailed_exitcode, base, prune, select, yes)
+    options = replace(options, commit=commit, push=push, push_retries=push_retries)
+    options = replace(options, saved_plan=saved_plan)
     command = ctx.invoked_subcommand
     misplaced = options.given()
     if command is not None and misplaced:
@@ -140,6 +149,7 @@ def plan(
 @app.command()
 def apply(
     ctx: typer.Context,
+    saved_plan: SavedPlanArgument = None,
     plan: PlanFlag = False,
     output_format: FormatOption = OutputFormat.TEXT,
     out: OutOption = None,
@@ -151,12 +161,18 @@ def apply(
     lock_timeout: LockTimeoutOption = None,
     select: SelectOption = None,
     yes: YesOption = False,
+    commit: CommitOption = False,
+    push: PushOption = False,
+    push_retries: PushRetriesOption = DEFAULT_PUSH_RETRIES,
 ) -> None:
     """Plan, then append the metadata and pull every dataset in dependency order (the
-    same as a bare reconcile). On a terminal, a change to metadata is confirmed first."""
+    same as a bare reconcile). On a terminal, a change to metadata is confirmed first.
+    Given a saved PLAN, apply exactly that plan, or refuse it if anything moved."""
     session: Session = ctx.obj
     session.override(system_time, fetch_uncacheable, lock_timeout)
     options = RunOptions(plan, output_format, out, detailed_exitcode, base, prune, select, yes)
+    options = replace(options, commit=commit, push=push, push_retries=push_retries)
+    options = replace(options, saved_plan=saved_plan)
     apply_command.run(session, options)
 
 
@@ -174,9 +190,15 @@ def verify(
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="text or json (run-result.json).")
     ] = OutputFormat.TEXT,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="With --integrity: check only what changed since this git ref."
+        ),
+    ] = None,
 ) -> None:
     """Check every chain rule, block hash and file, and replay every transform (§3)."""
-    verify_command.run(ctx.obj, names, select, integrity, output_format)
+    verify_command.run(ctx.obj, names, select, integrity, output_format, base)
 
 
 @app.command()
@@ -242,6 +264,16 @@ def push(
 ) -> None:
     """Ingest a file through one of a root dataset's push sources (AddPushSource)."""
     push_command.run(ctx.obj, name, file, source)
+
+
+@app.command()
+def show(
+    file: Annotated[Path, typer.Argument(help="A plan written by plan --format json --out.")],
+    output_format: FormatOption = OutputFormat.TEXT,
+    out: OutOption = None,
+) -> None:
+    """Render a saved JSON plan again, as text, Markdown or JSON (like terraform show)."""
+    show_command.run(file, output_format, out)
 
 
 @app.command()

@@ -132,3 +132,15 @@ def changed_files(
     untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", folder)
     changes += [("added", path) for path in untracked.split("\0") if path]
     return sorted((status, PurePosixPath(path).relative_to(folder)) for status, path in changes)
+
+
+def resolve_commit(repo_root: Path, ref: str) -> str:
+    """The sha of the commit ``ref`` names. A saved plan records its base's, so that a base
+    that moved after the plan makes the plan stale."""
+    try:
+        repo = git.Repo(repo_root, search_parent_directories=True)
+        return str(repo.commit(ref).hexsha)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
+        raise GitError(f"{repo_root} is not in a git repository: {e}") from None
+    except (git.BadName, ValueError) as e:
+        raise GitError(f"unknown git ref {ref!r}: {e}") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,11 +19,20 @@ from .odf import models
 from .odf.codec import decode_block
 from .odf.repository import OdfRepository
 from .plan import chain_changes
-from .plan.builder import PlanOptions, QueryValidator, build_plan, read_actual
+from .plan.builder import (
+    EngineUnavailableError,
+    PlanOptions,
+    QueryValidator,
+    build_plan,
+    read_actual,
+)
 from .plan.confinement import manifest_problems, source_problems
 from .plan.desired import DesiredDataset, load_desired
 from .plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
+from .plan.pending import GlobListings
 from .plan.policies import PolicySet, evaluate, load_policies
+from .root_history import history_reader
+from .source_paths import OutsideError, SourceRoots, glob_matches
 
 
 @dataclass(frozen=True)
@@ -35,18 +44,19 @@ class PlanRequest:
 
 
 def spark_validator(config: RepoConfig) -> QueryValidator:
-    """Validate queries on the repository's Spark settings, starting Spark lazily."""
+    """Validate queries on the repository's Spark settings, starting Spark lazily; without
+    an engine it raises the planner's ``EngineUnavailableError``."""
 
     def validate(
         dataset: str, inputs: Mapping[str, Sequence[Column]], transform: models.TransformSql
     ) -> QueryCheck:
+        from .engine import session
         from .engine.query_check import check_query
-        from .engine.session import EngineUnavailableError, SparkSettings, get_spark
 
         try:
-            spark = get_spark(SparkSettings.load(config.root))
-        except EngineUnavailableError as e:
-            return QueryCheck(dataset=dataset, ok=False, error=str(e))
+            spark = session.get_spark(session.SparkSettings.load(config.root))
+        except session.EngineUnavailableError as e:
+            raise EngineUnavailableError(str(e)) from None
         return check_query(spark, dataset, inputs, transform)
 
     return validate
@@ -86,6 +96,26 @@ def _source_roots(config: RepoConfig, base_ref: str | None) -> tuple[Path, ...]:
     return source_roots_of(text, f"{pyproject} at {base_ref}", config.root)
 
 
+def list_globs(
+    root: Path, allowed: Sequence[Path], manifests: Iterable[DesiredDataset]
+) -> GlobListings:
+    """The names of the files each dataset's ``FilesGlob`` source in force matches now,
+    sorted, by the fetch's own confined glob (``source_paths``): entries are listed, never
+    opened. A path that leads outside is left out; it is a problem of its own."""
+    roots = SourceRoots.of(root, allowed)
+    listings: dict[str, tuple[str, ...]] = {}
+    for ds in manifests:
+        sources = [e for e in ds.snapshot.metadata if isinstance(e, models.SetPollingSource)]
+        if not sources or not isinstance(sources[-1].fetch, models.FetchStepFilesGlob):
+            continue
+        try:
+            matches = glob_matches(sources[-1].fetch.path, roots, root)
+        except OutsideError:
+            continue
+        listings[ds.name] = tuple(sorted(m.name for m in matches if m.is_file()))
+    return listings
+
+
 def make_plan(
     config: RepoConfig, request: PlanRequest, validator: QueryValidator | None = None
 ) -> Plan:
@@ -118,6 +148,8 @@ def make_plan(
         policies=judge,
         options=options,
         problems=problems,
+        listings=list_globs(config.root, allowed, desired.datasets.values()),
+        history=history_reader(repo),
     )
     if request.base_ref is not None:
         verdicts = _chain_verdicts(config, request.base_ref, base_policies)

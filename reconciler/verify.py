@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .engine.errors import describe
+from .gitops import changed_paths, file_at
 from .odf import models
 from .odf.chain import ChainState
-from .odf.integrity import IntegrityProblem, inspect_dataset
+from .odf.integrity import Change, IntegrityProblem, inspect_change, inspect_dataset
 from .odf.models import MetadataBlock
 from .odf.multiformat import DatasetId, Multihash
 from .odf.repository import Dataset, OdfRepository, RepositoryError
@@ -45,6 +46,7 @@ class Verdict:
     problems: list[IntegrityProblem] = field(default_factory=list)
     blocks: int = 0
     replayed: int = 0
+    files: int = 0
 
     @property
     def valid(self) -> bool:
@@ -73,7 +75,7 @@ def verify_dataset(
     """Check ``name``; replay its transforms when ``spark`` is given (started on demand)."""
     dataset = repo.dataset(name)
     inspection = inspect_dataset(dataset)
-    verdict = Verdict(name, inspection.problems, len(inspection.blocks))
+    verdict = Verdict(name, inspection.problems, len(inspection.blocks), files=inspection.files)
     if not verdict.valid or spark is None:
         return verdict
     for state, hash_, block in _transform_runs(inspection.blocks):
@@ -82,6 +84,33 @@ def verify_dataset(
         if problem is not None:
             verdict.problems.append(problem)
     return verdict
+
+
+def changes_since(repo: OdfRepository, repo_root: Path, base_ref: str) -> dict[str, Change]:
+    """What changed in each dataset's folder between ``base_ref`` and the working tree
+    (untracked files included), with the head each had at ``base_ref``; datasets with no
+    change are absent. Raises ``gitops.GitError`` for a ref git cannot read."""
+    root = repo.root.resolve()
+    files: dict[str, tuple[set[str], set[str]]] = {}
+    for path in changed_paths(repo_root, base_ref):
+        if not path.is_relative_to(root):
+            continue
+        name, *rest = path.relative_to(root).parts
+        if rest:
+            changed, deleted = files.setdefault(name, (set(), set()))
+            (changed if path.exists() else deleted).add("/".join(rest))
+    changes: dict[str, Change] = {}
+    for name, (changed, deleted) in files.items():
+        text = file_at(repo_root, base_ref, repo.root / name / "refs" / "head")
+        base_head = Multihash.parse(text.strip()) if text is not None else None
+        changes[name] = Change(base_head, frozenset(changed), frozenset(deleted))
+    return changes
+
+
+def verify_change(repo: OdfRepository, name: str, change: Change) -> Verdict:
+    """Check only what ``change`` says changed in ``name`` (``integrity.inspect_change``)."""
+    inspection = inspect_change(repo.dataset(name), change)
+    return Verdict(name, inspection.problems, len(inspection.blocks), files=inspection.files)
 
 
 def _transform_runs(

@@ -290,7 +290,7 @@ def test_a_deeply_nested_json_data_file_fails_its_pull_naming_the_file(
     deep, outcome, repo = deep_json_pull(tmp_path, kind)
     assert (outcome.status, outcome.message) == (
         Status.FAILED,
-        f"ReadError: {deep}: JSON nested too deeply to read "
+        f"read failed: ReadError: {deep}: JSON nested too deeply to read "
         "(more levels than Python's recursion limit)",
     )
     assert data_blocks(repo) == []
@@ -300,5 +300,7 @@ def test_a_deeply_nested_json_data_file_fails_its_pull_naming_the_file(
 def test_a_deeply_nested_ndjson_record_is_a_malformed_record_of_the_file(tmp_path: Path) -> None:
     deep, outcome, repo = deep_json_pull(tmp_path, "NdJson")
     assert outcome.status is Status.FAILED
-    assert outcome.message.startswith(f"ReadError: {deep}: line 1: malformed record: [[[[")
+    assert outcome.message.startswith(
+        f"read failed: ReadError: {deep}: line 1: malformed record: [[[["
+    )
     assert data_blocks(repo) == []

@@ -241,17 +241,13 @@ def _stored(ds: Dataset) -> set[str]:
 
 
 def _failed_pull_leaves_nothing(repo: GitOpsRepo, expected_message: str) -> None:
-    """The run fails with ``expected_message`` and the chain is exactly as the metadata
-    apply left it: same head, no data or checkpoint files, no stray blocks."""
+    """The run fails with ``expected_message`` and, the dataset being new, nothing of it
+    is written: a new dataset is created with its first data or not at all."""
     (result,) = reconcile(repo.root)
     assert result.status is Status.FAILED
     assert expected_message in result.message, result.message
-    ds = dataset(repo)
-    assert [type(e).__name__ for e in events(ds)][-1] != "AddData"
-    assert not any(isinstance(e, models.SetDataSchema) for e in events(ds))
-    stored = _stored(ds)
-    assert {s.split("/")[0] for s in stored} == {"blocks"}
-    assert len(stored) == len(events(ds))
+    assert result.metadata_blocks == 0
+    assert not (repo.root / "odf" / NAME).exists()
 
 
 def test_a_malformed_csv_row_fails_the_pull_and_commits_nothing(tmp_path: Path) -> None:
@@ -308,7 +304,7 @@ def test_one_failing_dataset_does_not_stop_the_others(tmp_path: Path) -> None:
     source(repo, "obs-1.csv", "observed_at,station,temp\nnot a time,b,2.5\n")
     results = {r.dataset: r for r in reconcile(repo.root)}
     assert results[NAME].status is Status.FAILED
-    assert results[NAME].message.startswith("ReadError: ")
+    assert results[NAME].message.startswith("read failed: ReadError: ")  # a new dataset
     assert (results[other].status, results[other].rows) == (Status.UPDATED, 1)
     assert [rows(t, "system_time") for t in slices(dataset(repo, other))] == [
         [(0, 0, "2020-01-01T00:00:00Z", "z", 9.0)]

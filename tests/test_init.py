@@ -33,6 +33,7 @@ from reconciler.scaffold import (
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCAFFOLD = [
+    ".github/workflows/plan-comment.yml",
     ".github/workflows/plan.yml",
     ".github/workflows/reconcile.yml",
     ".gitignore",
@@ -133,13 +134,14 @@ def test_every_run_script_of_the_scaffolds_workflows_passes_shellcheck(tmp_path:
         for step, script in run_scripts(workflow)
     }
     assert list(scripts) == [
-        "plan.yml:plan/3",
-        "plan.yml:plan/4",
+        "plan-comment.yml:comment/Post or update the plan comment",
+        "plan.yml:plan/Install the reconciler",
+        "plan.yml:plan/Verify the changed chains",
         "plan.yml:plan/plan",
-        "reconcile.yml:reconcile/3",
-        "reconcile.yml:reconcile/4",
-        "reconcile.yml:reconcile/5",
-        "reconcile.yml:reconcile/Commit the advanced chains",
+        "reconcile.yml:reconcile/Install the reconciler",
+        "reconcile.yml:reconcile/Verify the chains",
+        "reconcile.yml:reconcile/Apply and push the advanced chains",
+        "reconcile.yml:reconcile/Summary",
     ]
     failures = {step: shellcheck(script).stdout for step, script in scripts.items()}
     assert {step: out for step, out in failures.items() if out} == {}
@@ -201,7 +203,7 @@ def test_reconcile_init_names_each_file_it_creates(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         *(f"created {f}" for f in SCAFFOLD),
-        f"15 files written in {tmp_path / 'team-data'}: next, `reconcile plan`",
+        f"17 files written in {tmp_path / 'team-data'}: next, `reconcile plan`",
     ]
     assert _files(tmp_path / "team-data") == SCAFFOLD
 

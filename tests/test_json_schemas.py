@@ -37,7 +37,14 @@ EXAMPLES: dict[str, list[Any]] = {
             "formatVersion": 1,
             "engineStarted": False,
             "summary": {
-                "actions": {"create": 0, "update": 0, "unchanged": 0, "orphaned": 0, "delete": 0},
+                "actions": {
+                    "create": 0,
+                    "update": 0,
+                    "recreate": 0,
+                    "unchanged": 0,
+                    "orphaned": 0,
+                    "delete": 0,
+                },
                 "pendingData": 0,
                 "errors": 0,
                 "warnings": 0,

@@ -291,10 +291,14 @@ def test_failed_runs_send_fail_with_their_error_skipped_ones_nothing_and_the_par
 
     upper_error = plain(sent[6]["run"]["facets"]["errorMessage"])
     upper_outcome = next(o for o in outcomes if o.dataset == UPPER)
-    assert upper_outcome.message.startswith("NumberFormatException: [CAST_INVALID_INPUT] ")
+    # a new dataset's failure says which stage failed
+    failed = "transform failed: "
+    assert upper_outcome.message.startswith(failed + "NumberFormatException: [CAST_INVALID_INPUT] ")
     # The report drops Spark's SQLSTATE; lineage keeps it for the machines that read it.
     assert upper_error["message"].splitlines()[0] == (
-        "pyspark.errors.exceptions.captured." + upper_outcome.message + " SQLSTATE: 22018"
+        "pyspark.errors.exceptions.captured."
+        + upper_outcome.message.removeprefix(failed)
+        + " SQLSTATE: 22018"
     )
     assert sent[6]["run"]["runId"] == sent[5]["run"]["runId"]
     assert sent[6]["run"]["facets"]["parent"]["run"]["runId"] == parent_id
@@ -319,7 +323,8 @@ def test_a_failed_metadata_append_sends_fail(tmp_path: Path, home: Path, backend
     outcomes = apply_plan(OdfRepository(config.odf_dir), plan, T1, context, lineage=lineage)
 
     assert [(o.dataset, o.status, o.message) for o in outcomes] == [
-        (RAW, Status.FAILED, "SeedNotFirstError: block #4: a Seed block can only start a chain"),
+        # the creation is one compare-and-swap from "no chain": it finds the other's head
+        (RAW, Status.FAILED, f"another run advanced {RAW}; nothing of this run was kept"),
         (UPPER, Status.SKIPPED, f"input {RAW} failed"),
     ]
     assert sequence(backend) == [
@@ -332,8 +337,7 @@ def test_a_failed_metadata_append_sends_fail(tmp_path: Path, home: Path, backend
         validate(event)
     error = plain(backend.events[2]["run"]["facets"]["errorMessage"])
     assert error["message"] == (
-        "reconciler.apply.MetadataError: "
-        "SeedNotFirstError: block #4: a Seed block can only start a chain"
+        f"reconciler.apply.MetadataError: another run advanced {RAW}; nothing of this run was kept"
     )
     # The run is described before its metadata, from the plan's events.
     assert plain(backend.events[2]["job"]["facets"]["sql"])["query"] == PREPROCESS_SQL

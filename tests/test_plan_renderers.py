@@ -291,7 +291,14 @@ def test_json_document_is_indented_by_two_with_format_version_first() -> None:
 
 def test_json_summary_counts_actions_pending_errors_and_gives_both_exit_codes() -> None:
     assert plan_to_dict(PLAN)["summary"] == {
-        "actions": {"create": 1, "update": 1, "unchanged": 2, "orphaned": 1, "delete": 0},
+        "actions": {
+            "create": 1,
+            "update": 1,
+            "recreate": 0,
+            "unchanged": 2,
+            "orphaned": 1,
+            "delete": 0,
+        },
         "pendingData": 1,
         "errors": 2,
         "warnings": 2,
@@ -430,6 +437,7 @@ def test_json_verdicts_and_problems_keep_their_locations() -> None:
             "dataset": "org.example.broken",
             "location": {"file": "datasets/org.example.broken.yaml", "line": 9, "column": 11},
             "field": "content.metadata[0].inputs[0].datasetRef",
+            "severity": "error",
         }
     ]
 
@@ -799,8 +807,11 @@ def test_markdown_summary_line_says_no_errors_and_names_three_breaking_then_coun
     )
 
 
-def test_markdown_summary_line_counts_a_failed_query_as_an_error() -> None:
-    plan = Plan(datasets=(dataclasses.replace(PRICES, query=FAILED_QUERY),))
+def test_markdown_summary_line_counts_a_failed_query_as_its_one_problem() -> None:
+    # The builder makes a failed check a Problem; renderers count problems alone, so the
+    # check and its problem are one error, not two.
+    problem = Problem("query check failed: …", dataset=PRICES.name)
+    plan = Plan(datasets=(dataclasses.replace(PRICES, query=FAILED_QUERY),), problems=(problem,))
     assert markdown_blocks(render_markdown(plan))[1] == "**1 error** · 1 to create"
 
 

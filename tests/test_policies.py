@@ -619,7 +619,7 @@ rules:
             "names",
             "unknown key 'name_regex'; a rule has id, severity, message, applies_to and one "
             "check of: name_pattern, require_events, forbid_steps, allowed_engines, breaking_changes,"
-            " deterministic_queries",
+            " deterministic_queries, chain_changes",
             id="unknown-check",
         ),
         pytest.param(
@@ -674,7 +674,7 @@ rules:
             6,
             "two",
             "a rule needs exactly one check of: name_pattern, require_events, forbid_steps, "
-            "allowed_engines, breaking_changes, deterministic_queries",
+            "allowed_engines, breaking_changes, deterministic_queries, chain_changes",
             id="two-checks",
         ),
         pytest.param(

@@ -302,14 +302,16 @@ def test_csv_ragged_rows_fail_even_without_schema(spark: SparkSession, tmp_path:
     )
 
 
-def test_csv_many_malformed_rows_quote_the_first_five(spark: SparkSession, tmp_path: Path) -> None:
-    path = write(tmp_path, "bad.csv", "".join(f"x{i}\n" for i in range(7)))
+def test_csv_many_malformed_rows_quote_the_first_twenty(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "bad.csv", "".join(f"x{i}\n" for i in range(22)))
     with pytest.raises(ReadError) as caught:
         read_data(spark, csv(schema=["n INT"]), path, tmp_path / "work")
     assert str(caught.value) == "\n".join(
         [
             f"{path}: line {i + 1}: malformed record: x{i}: column n (INT): 'x{i}' is not a valid INT"
-            for i in range(5)
+            for i in range(20)
         ]
         + [f"{path}: and 2 more malformed records"]
     )

@@ -1,17 +1,57 @@
-"""This repository's own GitHub workflows pass the two linters (see workflow_lint.py)."""
+"""The GitHub workflows, this repository's and the scaffold's: they pass the two linters
+(see workflow_lint.py), pin every action by commit, bound every job's time, and run on
+a change to any input of a plan."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from workflow_lint import check_jsonschema, run_scripts, shellcheck
 
-WORKFLOWS = sorted((Path(__file__).resolve().parents[1] / ".github" / "workflows").glob("*.yml"))
+from reconciler.scaffold import TEMPLATES
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+OURS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
+SCAFFOLDS = sorted((TEMPLATES / "dot-github" / "workflows").glob("*.yml"))
+WORKFLOWS = OURS + SCAFFOLDS
+PINNED = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}")
+# Everything a plan reads: the manifests, their sources, the policies, the settings in
+# pyproject.toml, the committed chains and the workflows; here also the reconciler's
+# code, which the scaffold installs as a pinned package instead.
+PLAN_INPUTS = [
+    "datasets/**",
+    "sources/**",
+    "policies/**",
+    "reconciler/**",
+    "pyproject.toml",
+    "odf/**",
+    ".github/workflows/**",
+]
+SCAFFOLD_INPUTS = [p for p in PLAN_INPUTS if p != "reconciler/**"]
 
 
-def test_this_repository_has_the_plan_and_reconcile_workflows() -> None:
-    assert [p.name for p in WORKFLOWS] == ["plan.yml", "reconcile.yml"]
+def workflow_id(path: Path) -> str:
+    return f"{'scaffold' if path in SCAFFOLDS else 'ours'}/{path.name}"
+
+
+def load(path: Path) -> dict[Any, Any]:
+    document: dict[Any, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return document
+
+
+def triggers(path: Path) -> dict[str, Any]:
+    """The ``on:`` mapping (YAML 1.1 reads the bare key ``on`` as True)."""
+    on: dict[str, Any] = load(path)[True]
+    return on
+
+
+def test_this_repository_and_the_scaffold_have_the_plan_comment_and_reconcile_workflows() -> None:
+    names = ["plan-comment.yml", "plan.yml", "reconcile.yml"]
+    assert ([p.name for p in OURS], [p.name for p in SCAFFOLDS]) == (names, names)
 
 
 def test_the_workflows_match_githubs_workflow_schema() -> None:
@@ -20,9 +60,101 @@ def test_the_workflows_match_githubs_workflow_schema() -> None:
     assert result.stdout == "ok -- validation done\n"
 
 
-@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=workflow_id)
 def test_every_run_script_of_the_workflows_passes_shellcheck(workflow: Path) -> None:
     scripts = dict(run_scripts(workflow))
     assert scripts, workflow
     failures = {step: shellcheck(script).stdout for step, script in scripts.items()}
     assert {step: out for step, out in failures.items() if out} == {}
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=workflow_id)
+def test_every_action_is_pinned_by_a_full_commit_sha_with_its_version_in_a_comment(
+    workflow: Path,
+) -> None:
+    steps = [s for job in load(workflow)["jobs"].values() for s in job["steps"] if "uses" in s]
+    assert steps
+    assert [s["uses"] for s in steps if not PINNED.fullmatch(s["uses"])] == []
+    lines = [line for line in workflow.read_text().splitlines() if "uses:" in line]
+    assert [line for line in lines if not re.search(r"@[0-9a-f]{40} # v\d", line)] == []
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=workflow_id)
+def test_every_job_has_a_time_limit(workflow: Path) -> None:
+    jobs = load(workflow)["jobs"]
+    assert [name for name, job in jobs.items() if "timeout-minutes" not in job] == []
+
+
+@pytest.mark.parametrize(
+    ("workflow", "event", "inputs"),
+    [
+        (REPO_ROOT / ".github/workflows/plan.yml", "pull_request", PLAN_INPUTS),
+        (REPO_ROOT / ".github/workflows/reconcile.yml", "push", PLAN_INPUTS),
+        (TEMPLATES / "dot-github/workflows/plan.yml", "pull_request", SCAFFOLD_INPUTS),
+        (TEMPLATES / "dot-github/workflows/reconcile.yml", "push", SCAFFOLD_INPUTS),
+    ],
+    ids=["ours/plan", "ours/reconcile", "scaffold/plan", "scaffold/reconcile"],
+)
+def test_the_path_filters_cover_every_input_of_a_plan(
+    workflow: Path, event: str, inputs: list[str]
+) -> None:
+    assert triggers(workflow)[event]["paths"] == inputs
+
+
+def test_the_plan_runs_with_a_read_only_token_one_run_per_pull_request() -> None:
+    for workflow in (OURS[1], SCAFFOLDS[1]):
+        document = load(workflow)
+        assert document["permissions"] == {"contents": "read"}
+        assert document["concurrency"] == {
+            "group": "plan-${{ github.event.pull_request.number }}",
+            "cancel-in-progress": True,
+        }
+
+
+def test_the_comment_is_posted_by_a_workflow_run_that_never_checks_out_code() -> None:
+    for workflow in (OURS[0], SCAFFOLDS[0]):
+        document = load(workflow)
+        assert triggers(workflow) == {
+            "workflow_run": {"workflows": ["plan"], "types": ["completed"]}
+        }
+        assert document["permissions"] == {"actions": "read", "pull-requests": "write"}
+        uses = [s["uses"] for job in document["jobs"].values() for s in job["steps"] if "uses" in s]
+        assert [u.split("@")[0] for u in uses] == ["actions/download-artifact"]
+        (script,) = [s for _, s in run_scripts(workflow)]
+        assert "<!-- reconcile-plan -->" in script
+
+
+def test_the_plan_installs_the_base_branchs_reconciler_and_plans_the_pull_request_once() -> None:
+    scripts = dict(run_scripts(OURS[1]))
+    assert scripts["plan/Install the base branch's reconciler"] == "pip install ./base"
+    plans = [line for line in scripts["plan/plan"].splitlines() if "reconcile" in line]
+    assert plans == [
+        'reconcile -C pr plan --detailed-exitcode --base "origin/$BASE_REF" \\',
+        "reconcile -C pr show plan/plan.json --format markdown --out plan/plan.md",
+    ]
+    assert scripts["plan/Verify the changed chains"] == (
+        'reconcile -C pr verify --integrity --base "origin/$BASE_REF"'
+    )
+
+
+def test_reconcile_runs_one_at_a_time_and_pushes_the_chains_itself() -> None:
+    for workflow in (OURS[2], SCAFFOLDS[2]):
+        document = load(workflow)
+        assert set(triggers(workflow)) == {"push", "schedule", "workflow_dispatch"}
+        assert document["concurrency"] == {"group": "reconcile", "cancel-in-progress": False}
+        assert document["permissions"] == {"contents": "write"}
+        scripts = dict(run_scripts(workflow))
+        assert scripts["reconcile/Verify the chains"] == "reconcile verify --integrity"
+        assert (
+            "reconcile apply --commit --push --format json > result.json"
+            in (scripts["reconcile/Apply and push the advanced chains"])
+        )
+
+
+def test_the_scaffolds_workflows_are_this_repositorys_but_for_the_pinned_package() -> None:
+    for ours, scaffold in zip(OURS, SCAFFOLDS, strict=True):
+        mine = {step: s for step, s in run_scripts(ours) if "pip install" not in s}
+        theirs = {step: s for step, s in run_scripts(scaffold) if "pip install" not in s}
+        assert mine == theirs, ours.name
+        installs = [s for _, s in run_scripts(scaffold) if "pip install" in s]
+        assert installs in ([], ['pip install "odf-reconciler==@RECONCILER_VERSION@"'])

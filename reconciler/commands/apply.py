@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -21,7 +22,7 @@ from ..odf.lock import RepositoryLockedError
 from ..openlineage_events import Lineage
 from ..plan.model import Action, Plan
 from ..planning import PlanRequest
-from . import interrupt
+from . import interrupt, loop
 from . import plan as plan_command
 from .common import (
     EXIT_FAILED,
@@ -49,6 +50,10 @@ class RunOptions:
     prune: bool = False
     select: list[str] | None = None
     yes: bool = False
+    commit: bool = False
+    push: bool = False
+    push_retries: int = loop.DEFAULT_PUSH_RETRIES
+    saved_plan: Path | None = None
 
     def given(self) -> list[str]:
         """The options set to other than their defaults, as spelt on the command line."""
@@ -71,7 +76,25 @@ _FLAGS = {
     "prune": "--prune",
     "select": "--select",
     "yes": "--yes",
+    "commit": "--commit",
+    "push": "--push",
+    "push_retries": "--push-retries",
+    "saved_plan": "--apply",
 }
+
+
+SavedPlanArgument = Annotated[
+    Path | None,
+    typer.Argument(
+        metavar="PLAN",
+        help="A saved plan (plan --format json --out FILE) to apply exactly; refused, "
+        "naming every difference, when anything it was made from moved.",
+    ),
+]
+SavedPlanOption = Annotated[
+    Path | None,
+    typer.Option("--apply", metavar="PLAN", help="Apply this saved plan exactly (= apply PLAN)."),
+]
 
 
 class _Stop(BaseException):
@@ -80,6 +103,7 @@ class _Stop(BaseException):
 
 def run(session: Session, options: RunOptions) -> None:
     """Plan, then apply unless ``--plan``."""
+    _check_combination(options)
     if options.plan_only:
         plan_command.run(
             session,
@@ -92,40 +116,125 @@ def run(session: Session, options: RunOptions) -> None:
     if options.output_format is OutputFormat.MARKDOWN:
         raise usage_error("--format markdown is for plans: add --plan, or use text or json")
     as_json = options.output_format is OutputFormat.JSON
-    # The lock covers planning too: a run that waited plans again against what the run
-    # before it wrote, rather than applying a plan made stale while it waited.
+    # A plan with errors is refused before the lock is taken, so a refused apply writes
+    # nothing at all, not even the lock file. Under the lock the plan is made again only
+    # if a chain moved meanwhile (a run that waited plans against what the run before it
+    # wrote, never applying a plan made stale while it waited).
+    first = _make(session, options)
+    if first.planned.shown.has_errors:
+        _show(session, options, first.planned.shown, as_json)
+        refused = _refused(first)
+        _finish(session, refused.result, [], refused.code, as_json)
+    heads = _heads(session)
     try:
         with session.odf.lock("reconcile apply", timeout=session.lock_timeout):
-            _plan_and_apply(session, options, as_json)
+            attempt = _attempts(session, options, as_json, first, heads)
     except RepositoryLockedError as e:
         raise fail(f"error: {e}") from None
+    _finish(session, attempt.result, attempt.finished, attempt.code, as_json)
 
 
-def _plan_and_apply(session: Session, options: RunOptions, as_json: bool) -> None:
-    """Plan, show the plan, confirm, then apply it with progress and a summary."""
-    planned = plan_command.make(session, options.request, options.select)
-    shown = planned.shown
+def _check_combination(options: RunOptions) -> None:
+    """The git loop's options and a saved plan make sense only in an apply, as given."""
+    loop = [flag for flag in ("--commit", "--push", "--apply") if flag in options.given()]
+    if options.plan_only and loop:
+        raise usage_error(f"{loop[0]} applies: it cannot go with --plan")
+    if options.push and not options.commit:
+        raise usage_error("--push pushes the commit of --commit: add --commit")
+    if options.saved_plan is not None and (options.base or options.prune or options.select):
+        raise usage_error(
+            "a saved plan keeps the --base, --prune and --select it was made with: "
+            "plan again to change them"
+        )
+
+
+@dataclass(frozen=True)
+class _Made:
+    """A plan ready to apply, and the hash its commit trailer names."""
+
+    planned: plan_command.Planned
+    plan_hash: str
+
+
+def _make(session: Session, options: RunOptions) -> _Made:
+    """The plan of this run: made now, or the saved one checked against the repository."""
+    if options.saved_plan is None:
+        planned = plan_command.make(session, options.request, options.select)
+        return _Made(planned, plan_command.digest(planned.shown))
+    return _Made(*plan_command.replay(session, options.saved_plan))
+
+
+def _heads(session: Session) -> dict[str, str | None]:
+    """Every chain's head, to tell whether another run wrote since a plan was made."""
+    repo = session.odf
+    return {name: _head(repo.dataset(name).head()) for name in repo.names()}
+
+
+def _head(head: object) -> str | None:
+    return None if head is None else str(head)
+
+
+def _attempts(
+    session: Session,
+    options: RunOptions,
+    as_json: bool,
+    first: _Made,
+    heads: dict[str, str | None],
+) -> loop.Attempt:
+    """One apply; with ``--commit``, the git loop's (committed, and pushed or retried).
+    ``first`` is applied as it is while the chains are still at ``heads``."""
+    reusable = [first]
+
+    def once() -> loop.Attempt:
+        made = reusable.pop() if reusable and _heads(session) == heads else None
+        reusable.clear()
+        return _plan_and_apply(session, options, as_json, made or _make(session, options))
+
+    if not options.commit:
+        return once()
+    return loop.converge(session, options.push, options.push_retries, as_json, once)
+
+
+def _show(session: Session, options: RunOptions, shown: Plan, as_json: bool) -> None:
+    """The plan, to ``--out`` in the chosen format, else as text (on stderr with JSON)."""
     if options.out is not None:
         plan_command.emit(plan_command.render(shown, options.output_format, False), options.out)
     elif not session.quiet:
         text = plan_command.render(shown, OutputFormat.TEXT, not as_json)
         (sys.stderr if as_json else sys.stdout).write(text)
+
+
+def _refused(made: _Made) -> loop.Attempt:
     result = RunResult("apply")
+    result.error = "the plan has errors: nothing was applied"
+    return loop.Attempt(result, [], EXIT_FAILED, made.plan_hash)
+
+
+def _plan_and_apply(
+    session: Session, options: RunOptions, as_json: bool, made: _Made
+) -> loop.Attempt:
+    """Show the plan, confirm, then apply it with progress."""
+    planned, plan_hash = made.planned, made.plan_hash
+    shown = planned.shown
+    _show(session, options, shown, as_json)
     if shown.has_errors:
-        result.error = "the plan has errors: nothing was applied"
-        _finish(session, result, [], EXIT_FAILED, as_json)
+        return _refused(made)
+    result = RunResult("apply")
     if not _confirmed(shown, options.yes):
         result.error = "apply cancelled: nothing was written"
-        _finish(session, result, [], EXIT_FAILED, as_json)
+        return loop.Attempt(result, [], EXIT_FAILED, plan_hash)
     names = [d.name for d in shown.datasets if d.action is not Action.ORPHANED]
     finished, code = _execute(session, planned, names, result, as_json)
-    _finish(session, result, finished, code, as_json)
+    return loop.Attempt(result, finished, code, plan_hash)
 
 
 def _confirmed(shown: Plan, yes: bool) -> bool:
     """Ask on a terminal before changing metadata; pulling new data needs no answer, and
     a run without a terminal (CI) has nobody to ask."""
-    changes = any(d.action in (Action.CREATE, Action.UPDATE, Action.DELETE) for d in shown.datasets)
+    changes = any(
+        d.action in (Action.CREATE, Action.UPDATE, Action.RECREATE, Action.DELETE)
+        for d in shown.datasets
+    )
     if yes or not changes or not sys.stdin.isatty():
         return True
     return typer.confirm("Apply these changes?", default=False, err=True)

@@ -7,15 +7,17 @@ drawn again with Spark, after saying on stderr what it is waiting for.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import typer
 
 from ..config import ConfigError
+from ..gitloop import fingerprints, saved_plan
 from ..gitops import GitError
 from ..odf import models
 from ..plan.model import Column, Plan, QueryCheck
@@ -56,6 +58,7 @@ def make(session: Session, request: PlanRequest, select: list[str] | None) -> Pl
     after the selection is known to name real datasets."""
     counter = _QueryCounter()
     try:
+        taken = fingerprints.take(session.config, request.base_ref)
         plan = make_plan(session.config, request, counter)
         selected = selection(plan_graph(plan), select)
         if counter.queries:
@@ -65,8 +68,35 @@ def make(session: Session, request: PlanRequest, select: list[str] | None) -> Pl
                 plan = make_plan(session.config, request)
     except (GitError, PolicyError, ConfigError) as e:
         raise fail(f"error: {e}") from None
+    plan = replace(plan, fingerprints=taken)
     shown = plan if selected is None else restrict(plan, selected)
     return Planned(plan, shown, selected)
+
+
+def replay(session: Session, path: Path) -> tuple[Planned, str]:
+    """The saved plan at ``path``, made again, and the sha256 of the file: exit 1, naming
+    every difference, when anything it was made from moved or it would now do anything
+    else."""
+    try:
+        saved = saved_plan.load(path)
+    except saved_plan.SavedPlanError as e:
+        raise fail(f"error: {e}") from None
+    request = PlanRequest(base_ref=saved.base_ref, prune=saved.prune)
+    full = make(session, request, None).full
+    chosen = frozenset(saved.names)
+    shown = restrict(full, chosen)
+    differences = saved_plan.stale(saved, shown)
+    if differences:
+        listed = "".join(f"\n  - {d}" for d in differences)
+        raise fail(f"error: the saved plan {path} is stale; nothing was applied:{listed}")
+    everything = chosen >= {d.name for d in full.datasets}
+    return Planned(full, shown, None if everything else chosen), saved.digest
+
+
+def digest(plan: Plan) -> str:
+    """The sha256 of the plan's JSON, as ``plan --format json`` writes it: what a commit's
+    ``Reconcile-Plan-Hash`` names."""
+    return hashlib.sha256(render(plan, OutputFormat.JSON, False).encode("utf-8")).hexdigest()
 
 
 def render(plan: Plan, output_format: OutputFormat, to_terminal: bool) -> str:

@@ -48,10 +48,11 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class QueryError(Exception):
     """A step (or an input's schema) the engine rejected, with its message and line."""
 
-    def __init__(self, message: str, line: int | None = None) -> None:
+    def __init__(self, message: str, line: int | None = None, step: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.line = line
+        self.step = step
 
 
 def check_query(
@@ -70,7 +71,9 @@ def check_query(
         frames = {alias: _empty_input(spark, alias, columns) for alias, columns in inputs.items()}
         output, nondeterministic = _analyse_transform(spark, frames, transform)
     except QueryError as failed:
-        return QueryCheck(dataset=dataset, ok=False, error=failed.message, line=failed.line)
+        return QueryCheck(
+            dataset=dataset, ok=False, error=failed.message, line=failed.line, step=failed.step
+        )
     return QueryCheck(
         dataset=dataset,
         ok=True,
@@ -173,9 +176,10 @@ def _analyse_step(
         frame = spark.sql(query)
         nondeterministic = check_plan(frame, views)
     except (AnalysisException, ParseException) as e:
-        raise QueryError(f"step `{label}`: {_engine_message(e)}", _engine_line(e, query)) from None
+        message = f"step `{label}`: {_engine_message(e)}"
+        raise QueryError(message, _engine_line(e, query), label) from None
     except SandboxError as e:
-        raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line) from None
+        raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line, label) from None
     return frame, nondeterministic
 
 
@@ -197,7 +201,8 @@ def _require_query(spark: SparkSession, label: str, query: str) -> Any:
         capture_sql_exception(parser.parsePlan)(query)
         raise QueryError(
             f"step `{label}`: only a query (SELECT, WITH, VALUES, TABLE) may be a step;"
-            " Spark would execute this statement"
+            " Spark would execute this statement",
+            step=label,
         ) from None
 
 

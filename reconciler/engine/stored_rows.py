@@ -2,8 +2,14 @@
 
 Slices are read with the schema the chain's ``SetDataSchema`` declares, not the one
 Spark would infer from the files, so every reader sees the types the dataset promises
-(and a dataset with no slices yet still has its columns). Rows come in offset order:
-offsets are the dataset's own order, and a map or filter over an input must keep it.
+(and a dataset with no slices yet still has its columns). The latest ``SetDataSchema``
+covers the older slices too: a column added since (only nullable ones can be) reads as
+null where a slice does not have it. Rows come in offset order: offsets are the
+dataset's own order, and a map or filter over an input must keep it.
+
+Spark's file sources make every column nullable, whatever the schema says; the rows of
+no files are given the same nullability, so a query's output columns, and the schema a
+derivative records from them, do not depend on whether its inputs had data yet.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ..ingest.frames import column
+from ..ingest.frames import as_read, column
 from ..odf.arrow_schema import decode_arrow_schema
 
 
@@ -29,7 +35,7 @@ def stored_rows(
     ``data_schema`` (a raw Arrow schema) and sorted by offset."""
     schema = from_arrow_schema(decode_arrow_schema(data_schema))
     if not files:
-        return spark.createDataFrame([], schema)
+        return spark.createDataFrame([], as_read(schema))
     offset = column(offset_column)
     frame = spark.read.schema(schema).parquet(*[str(p) for p in files])
     if interval is not None:

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 
+from ..engine.stored_rows import stored_rows
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.repository import Dataset
@@ -97,13 +98,15 @@ def _rebuild(
     merge: models.MergeStrategy,
     vocab: models.DatasetVocabulary,
 ) -> DataFrame:
-    """The checkpoint recomputed from every slice in the chain (kamu's way)."""
+    """The checkpoint recomputed from every slice in the chain (kamu's way), read with
+    the dataset's schema so that slices older than a column hold it as null."""
     paths = [
-        str(dataset.layout.data_file(block.event.new_data.physical_hash))
+        dataset.layout.data_file(block.event.new_data.physical_hash)
         for _, block in dataset.iter_blocks(state.head)
         if isinstance(block.event, models.AddData) and block.event.new_data is not None
     ]
-    history = spark.read.parquet(*reversed(paths))
+    assert state.data_schema is not None, "a dataset with data has a schema"
+    history = stored_rows(spark, state.data_schema, paths[::-1], vocab.offset_column)
     if isinstance(merge, models.MergeStrategyLedger):
         return history.select(*[column(k) for k in merge.primary_key])
     assert isinstance(merge, models.MergeStrategySnapshot)

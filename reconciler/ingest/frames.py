@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
-from pyspark.sql.types import DataType, DateType, TimestampNTZType, TimestampType
+from pyspark.sql.types import (
+    DataType,
+    DateType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from ..odf.timestamps import Timestamp
 
@@ -31,6 +38,11 @@ def data_columns(frame: DataFrame) -> list[str]:
 
 def with_row_id(frame: DataFrame) -> DataFrame:
     return frame.withColumn(ROW_ID, F.monotonically_increasing_id())
+
+
+def as_read(schema: StructType) -> StructType:
+    """The schema as Spark's file sources give it back: every column nullable."""
+    return StructType([StructField(f.name, f.dataType, True) for f in schema])
 
 
 def is_time(data_type: DataType) -> bool:

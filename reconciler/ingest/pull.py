@@ -23,12 +23,13 @@ from pyspark.sql import SparkSession
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.repository import Dataset
+from ..odf.schema_evolution import IncompatibleSchemaError
 from ..odf.timestamps import Timestamp
 from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocess
 from .readers import read_data, spark_schema
-from .writer import IncompatibleSchemaError, SliceRequest, all_or_nothing, commit, stage
+from .writer import SliceRequest, all_or_nothing, commit, stage
 
 
 class IngestError(RuntimeError):
@@ -159,6 +160,7 @@ def _ingest_file(
             source_state=fetched.source_state,
             source_event_time=fetched.source_event_time,
             required=frozenset(f.name for f in spark_schema(schema or []) if not f.nullable),
+            schema_may_grow=bool(schema),
         )
         context.progress("merge")
         try:

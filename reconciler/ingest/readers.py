@@ -11,11 +11,12 @@ hashed into the chain forever:
 * **Malformed records fail the read; they are never dropped or nulled.** Spark's
   PERMISSIVE mode turns a bad row into nulls (and FAILFAST stops with no location), so
   every text read carries a corrupt-record column, the DataFrame is cached and checked
-  before ``read_data`` returns, and a ReadError names the file, the line and the text of
-  the first bad records. Under ANSI mode Spark still does this for a CSV ``abc`` in an
-  INT column, a wrong number of CSV fields, a JSON ``1.5`` or ``"x"`` for an INT and
-  unparsable JSON: the row is kept with nulls and its text in the corrupt column, no
-  exception; ANSI only affects casts in queries (such as the Parquet schema cast).
+  before ``read_data`` returns, and a ReadError names the file, the line, the text and
+  the reason of every bad record, up to ``SHOWN`` of them, and counts the rest. Under
+  ANSI mode Spark still does this for a CSV ``abc`` in an INT column, a wrong number of
+  CSV fields, a JSON ``1.5`` or ``"x"`` for an INT and unparsable JSON: the row is kept
+  with nulls and its text in the corrupt column, no exception; ANSI only affects casts
+  in queries (such as the Parquet schema cast).
   Spark does not say why a record failed, but it nulls only the fields that failed to
   convert, so the error also says, where it can tell, which column (and value) failed,
   that the CSV field count is wrong, or that the text is not JSON.
@@ -71,11 +72,13 @@ from ..engine.errors import first_line
 from ..odf import models
 from ..plan.ddl import DdlError, parse_columns
 from . import geo
+from .frames import as_read
 
 CORRUPT = "__odf_corrupt_record"
 """The column Spark fills with the raw text of a record it could not parse."""
-SHOWN = 5
-"""How many malformed records an error quotes."""
+SHOWN = 20
+"""How many malformed records an error quotes, each at its line with its reason; the
+rest are counted. Enough to fix a file in one pass, few enough to read."""
 RFC3339 = "rfc3339"
 """The one date and timestamp format ODF requires; Spark's default parser reads it."""
 
@@ -232,16 +235,11 @@ class _Source:
 def _empty(spark: SparkSession, schema: StructType | None) -> DataFrame | None:
     if schema is None:
         return None
-    return spark.createDataFrame([], _nullable(schema))
-
-
-def _nullable(schema: StructType) -> StructType:
-    """The schema as Spark's file sources give it back: every column nullable."""
-    return StructType([StructField(f.name, f.dataType, True) for f in schema])
+    return spark.createDataFrame([], as_read(schema))
 
 
 def _with_corrupt(schema: StructType) -> StructType:
-    return StructType([*_nullable(schema).fields, StructField(CORRUPT, StringType(), True)])
+    return StructType([*as_read(schema).fields, StructField(CORRUPT, StringType(), True)])
 
 
 def _check_names(names: Sequence[str], path: Path) -> None:

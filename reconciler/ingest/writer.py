@@ -7,8 +7,10 @@ appended only after every file is in place, and the head moves last, so a crash 
 point leaves the chain as it was or with the whole iteration committed.
 
 The first slice defines the dataset's schema (a ``SetDataSchema`` block before the first
-``AddData``); every later slice must match it exactly, or the iteration fails with the
-difference spelled out and nothing is written.
+``AddData``). A later slice must have the same columns, or, when its source declares a
+read schema, may add nullable ones: then a new ``SetDataSchema`` with them at the end
+comes before its ``AddData`` (``odf.schema_evolution``). Any other difference fails the
+iteration with the difference spelled out, and nothing is written.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainRuleError, ChainState
 from ..odf.multiformat import Multihash
 from ..odf.repository import Dataset, HeadMovedError, RepositoryError
+from ..odf.schema_evolution import IncompatibleSchemaError, grown_schema
 from ..odf.slices import (
     MILLIS,
     OFFSET_TYPE,
@@ -41,12 +44,15 @@ from ..odf.slices import (
 )
 from ..odf.timestamps import Timestamp
 from .checkpoints import CHECKPOINT_KIND, Previous, previous_checkpoint, write_checkpoint
-from .frames import ROW_ID, column, normalize_timestamps, timestamp_literal, with_row_id
+from .frames import (
+    ROW_ID,
+    column,
+    data_columns,
+    normalize_timestamps,
+    timestamp_literal,
+    with_row_id,
+)
 from .merge import Merged, merge_append, merge_ledger, merge_snapshot
-
-
-class IncompatibleSchemaError(ValueError):
-    """A slice whose columns differ from the dataset's SetDataSchema."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,10 @@ class SliceRequest:
     source_event_time: Timestamp | None = None
     required: frozenset[str] = frozenset()
     """Data columns declared NOT NULL by the read schema."""
+    schema_may_grow: bool = False
+    """Whether new nullable columns may extend the dataset's schema: only when the source
+    declares a read schema, so that the columns come from a manifest a plan has shown.
+    Columns that appear in schema-less data alone are an error, as in kamu."""
 
 
 @dataclass
@@ -94,6 +104,7 @@ def stage(
     watermark = state.watermark
     if request.frame is not None:
         frame = _prepare_frame(request.frame, vocab, schema)
+        grown = None if schema is None else _slice_schema(frame, schema, vocab, request)
         frame.persist()
         try:
             table, written_checkpoint = _merge_and_collect(
@@ -101,10 +112,11 @@ def stage(
             )
         finally:
             frame.unpersist()
-        slice_table = _with_system_columns(table, state, request, vocab, schema)
-        if schema is None:
-            schema = slice_table.schema
-            staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(schema))
+        slice_table = _with_system_columns(table, state, request, vocab, grown)
+        if grown is None or grown is not schema:  # the first schema, or one grown
+            staged.schema_event = models.SetDataSchema(
+                schema_=encode_arrow_schema(slice_table.schema)
+            )
         if slice_table.num_rows:
             staged.slice = write_slice(slice_table, workdir / "slice.parquet", vocab)
             staged.files.append((staged.slice.path, "data"))
@@ -170,14 +182,12 @@ def _add_data(
 def _prepare_frame(
     frame: DataFrame, vocab: models.DatasetVocabulary, schema: pa.Schema | None
 ) -> DataFrame:
-    """Timestamps in ms, an event-time column even if the data has none, the input
-    order captured, and the columns checked against the dataset's schema."""
+    """Timestamps in ms, an event-time column even if the data has none, and the input
+    order captured."""
     frame = normalize_timestamps(frame)
     event = vocab.event_time_column
     if event not in frame.columns:
         frame = frame.withColumn(event, F.lit(None).cast(_event_type(schema, event)))
-    if schema is not None:
-        _check_against_schema(frame, schema, vocab)
     return with_row_id(frame)
 
 
@@ -187,29 +197,24 @@ def _event_type(schema: pa.Schema | None, event: str) -> DataType:
     return TimestampType()
 
 
-def _check_against_schema(
-    frame: DataFrame, schema: pa.Schema, vocab: models.DatasetVocabulary
-) -> None:
-    expected = {f.name: normalize_type(f.type) for f in schema}
-    for name in (vocab.offset_column, vocab.operation_type_column, vocab.system_time_column):
-        expected.pop(name, None)
-    actual = {
-        f.name: normalize_type(to_arrow_type(f.dataType, timezone="UTC"))
-        for f in frame.schema.fields
-    }
-    problems = [f"column {n!r} is missing" for n in expected if n not in actual]
-    problems += [
-        f"column {n!r} is not in the dataset's schema" for n in actual if n not in expected
-    ]
-    problems += [
-        f"column {n!r} is {actual[n]}, the dataset has {t}"
-        for n, t in expected.items()
-        if n in actual and actual[n] != t
-    ]
-    if problems:
-        raise IncompatibleSchemaError(
-            "the data does not match the dataset's schema (SetDataSchema): " + "; ".join(problems)
+def _slice_schema(
+    frame: DataFrame, schema: pa.Schema, vocab: models.DatasetVocabulary, request: SliceRequest
+) -> pa.Schema:
+    """The schema this slice is written with: the dataset's, or the dataset's grown by
+    the frame's new columns, which the read schema must not declare NOT NULL."""
+    fields = [
+        pa.field(
+            f.name,
+            normalize_type(to_arrow_type(f.dataType, timezone="UTC")),
+            f.name not in request.required,
         )
+        for f in frame.schema.fields
+        if f.name != ROW_ID
+    ]
+    system = (vocab.offset_column, vocab.operation_type_column, vocab.system_time_column)
+    return grown_schema(
+        schema, fields, system=system, declared=True, may_grow=request.schema_may_grow
+    )
 
 
 def _merge_and_collect(
@@ -228,7 +233,7 @@ def _merge_and_collect(
     fallback_time = request.source_event_time or request.system_time
     fallback = timestamp_literal(fallback_time, frame.schema[event].dataType)
     previous = previous_checkpoint(spark, dataset, state, request.merge, vocab)
-    before = previous.frame if previous is not None else None
+    before = _with_new_columns(previous.frame, frame) if previous is not None else None
     merged: Merged
     match request.merge:
         case models.MergeStrategyAppend():
@@ -251,6 +256,16 @@ def _merge_and_collect(
     )
     checkpoint = _next_checkpoint(request.merge, merged, previous, rows, workdir)
     return rows, checkpoint
+
+
+def _with_new_columns(before: DataFrame, frame: DataFrame) -> DataFrame:
+    """The previous state with the columns the slice adds to the schema, null: what the
+    earlier rows hold in them, so a Snapshot compares like with like."""
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    for name in data_columns(frame):
+        if name not in before.columns:
+            before = before.withColumn(name, F.lit(None).cast(types[name]))
+    return before
 
 
 def _next_checkpoint(
@@ -317,15 +332,15 @@ def _with_system_columns(
     vocab: models.DatasetVocabulary,
     schema: pa.Schema | None,
 ) -> pa.Table:
-    """``offset, op, system_time, event_time, <data>``, typed as the dataset stores them."""
+    """``offset, op, system_time, event_time, <data>``, typed as the dataset stores them:
+    in ``schema``'s order (the slice's, from ``_slice_schema``), or, for the first slice,
+    with the event time first and the data columns as the merge gave them."""
     offsets, system_times = system_arrays(state.next_offset, rows.num_rows, request.system_time)
-    event = vocab.event_time_column
-    data = [n for n in rows.column_names if n not in (vocab.operation_type_column, event)]
-    names = [vocab.offset_column, vocab.operation_type_column, vocab.system_time_column, event]
-    arrays = [offsets, rows[vocab.operation_type_column], system_times, rows[event]]
-    arrays += [rows[n] for n in data]
-    names += data
+    op, event = vocab.operation_type_column, vocab.event_time_column
+    columns = {vocab.offset_column: offsets, op: rows[op], vocab.system_time_column: system_times}
+    columns |= {n: rows[n] for n in rows.column_names if n != op}
     if schema is None:
+        data = [n for n in rows.column_names if n not in (op, event)]
         fields = system_fields(vocab)
         fields.append(pa.field(event, normalize_type(rows.schema.field(event).type), False))
         fields += [
@@ -333,11 +348,7 @@ def _with_system_columns(
             for n in data
         ]
         schema = pa.schema(fields)
-    elif schema.names != names:
-        raise IncompatibleSchemaError(
-            f"columns {names} do not match the dataset's schema {schema.names}"
-        )
-    return conform(arrays, schema)
+    return conform([columns[n] for n in schema.names], schema)
 
 
 def commit(dataset: Dataset, staged: Staged, system_time: Timestamp) -> int:

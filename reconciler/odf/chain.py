@@ -27,6 +27,7 @@ class ChainRuleError(ValueError):
 
     def __init__(self, message: str, *, sequence_number: int | None = None) -> None:
         self.sequence_number = sequence_number
+        self.message = message  # without the block prefix, for reports that add their own
         prefix = f"block #{sequence_number}: " if sequence_number is not None else ""
         super().__init__(f"{prefix}{message}")
 

@@ -16,16 +16,20 @@ Checkpoints are compared by size and physical hash only.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import chain, models
+from . import base_state, chain, models
 from .chain import ChainRuleError
-from .hashing import logical_hash, physical_hash
+from .hashing import block_hash, logical_hash, physical_hash
 from .models import MetadataBlock
 from .multiformat import Multihash
 from .repository import BlockHashMismatchError, BlockNotFoundError, Dataset, RepositoryError
 from .slices import read_file
+
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,25 @@ class IntegrityProblem:
 
 @dataclass(frozen=True)
 class Inspection:
-    """What ``inspect_dataset`` found, and the blocks it read (oldest first) for a caller that
-    goes on to use them; no blocks when the chain itself could not be read or folded."""
+    """What an inspection found, the blocks it read (oldest first) for a caller that goes
+    on to use them (none when the chain itself could not be read or folded), and how many
+    data and checkpoint files it checked."""
 
     problems: list[IntegrityProblem]
     blocks: list[tuple[Multihash, MetadataBlock]]
+    files: int = 0
+
+
+@dataclass(frozen=True)
+class Change:
+    """What changed in one dataset's folder since a base: paths relative to the folder
+    (``blocks/<hash>``, ``data/<hash>``…), and the head the base had (None: the dataset
+    is new)."""
+
+    base_head: Multihash | None
+    changed: frozenset[str] = frozenset()
+    """Added or modified files, untracked ones included."""
+    deleted: frozenset[str] = frozenset()
 
 
 def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
@@ -62,47 +80,203 @@ def inspect_dataset(dataset: Dataset) -> Inspection:
         blocks = list(dataset.iter_blocks())
         blocks.reverse()
         derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
-    except ChainRuleError as e:
-        return Inspection([IntegrityProblem(str(e), e.sequence_number)], [])
-    except BlockHashMismatchError as e:
-        changed = f"block {e.expected} was changed: its bytes hash to {e.actual}"
-        return Inspection([IntegrityProblem(changed)], [])
-    except BlockNotFoundError as e:
-        return Inspection([IntegrityProblem(f"block {e.hash} is missing")], [])
-    except (RepositoryError, ValueError) as e:
-        return Inspection([IntegrityProblem(str(e))], [])
-    problems: list[IntegrityProblem] = []
-    for _, block in blocks:
-        event = block.event
-        if not isinstance(event, models.AddData | models.ExecuteTransform):
-            continue
-        seq = block.sequence_number
+    except (ChainRuleError, RepositoryError, ValueError) as e:
+        return Inspection([_chain_problem(e)], [])
+    problems, files = _check_files(dataset, blocks, derivative)
+    return Inspection(problems, blocks, files)
+
+
+def inspect_change(dataset: Dataset, change: Change) -> Inspection:
+    """Check only what changed since the base: the blocks appended after its head (their
+    hashes, their link back to that head, and every rule against the state there), the
+    files they name, and any other data, checkpoint or block file added, modified or
+    deleted. A new dataset is checked in full. Old blocks are read only as far back as
+    the new blocks' rules need (``base_state``); old files not at all.
+    """
+    if change.base_head is None:
+        return inspect_dataset(dataset)
+    try:
+        new = _blocks_since(dataset, change.base_head)
+        base, _ = base_state.state_at(
+            change.base_head,
+            base_state.needs_of(block.event for _, block in new),
+            lambda hash_: dataset.get_block(hash_, verify=False),
+        )
+        state = base
+        for hash_, block in new:
+            chain.validate_append(state, block)
+            state = state.apply(block, hash_)
+    except (ChainRuleError, RepositoryError, ValueError) as e:
+        return Inspection([_chain_problem(e)], [])
+    derivative = state.kind is models.DatasetKind.DERIVATIVE
+    problems, files = _check_files(dataset, new, derivative)
+    seen = {f"blocks/{hash_}" for hash_, _ in new} | {
+        path for _, block in new for path, _ in _named_files(block)
+    }
+    for path in sorted(change.changed - seen):
+        found = _check_changed(dataset, path, derivative)
+        if found is not None:
+            files += 1
+            problems += found
+    for path in sorted(change.deleted):
+        problems += _check_deleted(dataset, path, derivative)
+    return Inspection(problems, new, files)
+
+
+def _chain_problem(error: Exception) -> IntegrityProblem:
+    """The one problem that stops a chain from being read or folded."""
+    if isinstance(error, ChainRuleError):
+        return IntegrityProblem(error.message, error.sequence_number)
+    if isinstance(error, BlockHashMismatchError):
+        return IntegrityProblem(
+            f"block {error.expected} was changed: its bytes hash to {error.actual}"
+        )
+    if isinstance(error, BlockNotFoundError):
+        return IntegrityProblem(f"block {error.hash} is missing")
+    return IntegrityProblem(str(error))
+
+
+class ChainRewrittenError(RepositoryError):
+    """The base head is not an ancestor of the head: the chain was rewritten, not extended."""
+
+    def __init__(self, base_head: Multihash, head: Multihash | None) -> None:
+        self.base_head, self.head = base_head, head
+        super().__init__(
+            f"the chain was rewritten: its head at the base, block {base_head}, "
+            f"is not an ancestor of its head {head}"
+        )
+
+
+def _blocks_since(dataset: Dataset, base_head: Multihash) -> list[tuple[Multihash, MetadataBlock]]:
+    """The blocks after ``base_head``, oldest first, each checked against its hash.
+
+    Walks back from the head while sequence numbers stay above the base head's: a chain
+    that was extended meets the base head there, and one that was rewritten cannot.
+    """
+    base_seq = dataset.get_block(base_head, verify=False).sequence_number
+    head = dataset.head()
+    blocks: list[tuple[Multihash, MetadataBlock]] = []
+    current = head
+    while current != base_head:
+        if current is None:
+            raise ChainRewrittenError(base_head, head)
+        block = dataset.get_block(current)
+        if block.sequence_number <= base_seq:
+            raise ChainRewrittenError(base_head, head)
+        blocks.append((current, block))
+        current = block.prev_block_hash
+    blocks.reverse()
+    return blocks
+
+
+def _data_events(block: MetadataBlock) -> list[models.AddData | models.ExecuteTransform]:
+    event = block.event
+    return [event] if isinstance(event, models.AddData | models.ExecuteTransform) else []
+
+
+def _named_files(block: MetadataBlock) -> list[tuple[str, models.DataSlice | models.Checkpoint]]:
+    """The data and checkpoint files a block names, as paths in the dataset folder."""
+    named: list[tuple[str, models.DataSlice | models.Checkpoint]] = []
+    for event in _data_events(block):
         if event.new_data is not None:
-            path = dataset.layout.data_file(event.new_data.physical_hash)
-            problem = _check_file(path, event.new_data.size, event.new_data.physical_hash, "data")
-            if problem and path.exists():
-                same_records, explained = _check_logical(path, event.new_data)
-                fatal = not (same_records and derivative)
-                problems.append(IntegrityProblem(f"{problem}; {explained}", seq, fatal))
-            elif problem:
-                problems.append(IntegrityProblem(problem, seq))
+            named.append((f"data/{event.new_data.physical_hash}", event.new_data))
         if event.new_checkpoint is not None:
-            path = dataset.layout.checkpoint_file(event.new_checkpoint.physical_hash)
-            problem = _check_file(
-                path, event.new_checkpoint.size, event.new_checkpoint.physical_hash, "checkpoint"
+            named.append(
+                (f"checkpoints/{event.new_checkpoint.physical_hash}", event.new_checkpoint)
             )
-            if problem:
-                problems.append(IntegrityProblem(problem, seq))
-    return Inspection(problems, blocks)
+    return named
+
+
+def _check_files(
+    dataset: Dataset, blocks: list[tuple[Multihash, MetadataBlock]], derivative: bool
+) -> tuple[list[IntegrityProblem], int]:
+    """Every data and checkpoint file the blocks name, and how many there were."""
+    problems: list[IntegrityProblem] = []
+    files = 0
+    for _, block in blocks:
+        for path, described in _named_files(block):
+            files += 1
+            problem = _check_named(dataset, path, described, block.sequence_number, derivative)
+            if problem is not None:
+                problems.append(problem)
+    return problems, files
+
+
+def _check_named(
+    dataset: Dataset,
+    path: str,
+    described: models.DataSlice | models.Checkpoint,
+    seq: int,
+    derivative: bool,
+) -> IntegrityProblem | None:
+    """One file against the block that names it (size, physical hash, and for a data
+    file whose bytes differ, its records against the logical hash)."""
+    what = "data" if path.startswith("data/") else "checkpoint"
+    full = dataset.root / path
+    problem = _check_file(full, described.size, described.physical_hash, what)
+    if problem is None:
+        return None
+    if isinstance(described, models.DataSlice) and full.exists():
+        same_records, explained = _check_logical(full, described)
+        return IntegrityProblem(f"{problem}; {explained}", seq, not (same_records and derivative))
+    return IntegrityProblem(problem, seq)
+
+
+def _check_changed(dataset: Dataset, path: str, derivative: bool) -> list[IntegrityProblem] | None:
+    """A block, data or checkpoint file changed in place or added with no new block naming
+    it: its bytes must hash to its name. None for files that are none of these."""
+    folder, _, name = path.partition("/")
+    full = dataset.root / path
+    if folder == "blocks" and "/" not in name:
+        actual = block_hash(full.read_bytes())
+        if actual == name:
+            return []
+        return [IntegrityProblem(f"block {name} was changed: its bytes hash to {actual}")]
+    if folder not in ("data", "checkpoints") or "/" in name:
+        return None
+    if physical_hash(full) == name:
+        return []
+    return _against_naming_block(dataset, path, derivative)
+
+
+def _check_deleted(dataset: Dataset, path: str, derivative: bool) -> list[IntegrityProblem]:
+    """A data or checkpoint file deleted since the base is a problem if a block names it.
+    A deleted block is caught where the new blocks need it (``state_at``)."""
+    folder, _, name = path.partition("/")
+    if folder not in ("data", "checkpoints") or "/" in name:
+        return []
+    return _against_naming_block(dataset, path, derivative)
+
+
+def _against_naming_block(dataset: Dataset, path: str, derivative: bool) -> list[IntegrityProblem]:
+    """Judge a file by the block that names it, as the full check would; a file no block
+    names is no part of the dataset (a leftover), so it is not judged. Walks the chain
+    back until the block is found: only a damaged or deleted file costs this."""
+    for _, block in dataset.iter_blocks():
+        for named, described in _named_files(block):
+            if named == path:
+                problem = _check_named(dataset, path, described, block.sequence_number, derivative)
+                return [problem] if problem is not None else []
+    return []
 
 
 def _check_file(path: Path, size: int, expected: str, what: str) -> str | None:
-    if not path.is_file():
+    """Size, then physical hash; one open, one ``fstat`` and one read (a full check does
+    this for every file of the chain, so the system calls count)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (FileNotFoundError, IsADirectoryError):
         return f"{what} file {path.name} is missing"
-    actual_size = path.stat().st_size
-    if actual_size != size:
-        return f"{what} file {path.name} has {actual_size} bytes, the block says {size}"
-    if physical_hash(path) != expected:
+    try:
+        actual_size = os.fstat(fd).st_size
+        if actual_size != size:
+            return f"{what} file {path.name} has {actual_size} bytes, the block says {size}"
+        hasher = hashlib.sha3_256()
+        while chunk := os.read(fd, _CHUNK):
+            hasher.update(chunk)
+    finally:
+        os.close(fd)
+    if Multihash.from_digest(hasher.digest()) != expected:
         return f"{what} file bytes do not match physical hash {expected}"
     return None
 

@@ -35,6 +35,9 @@ from .multiformat import Multihash
 from .names import name_problem
 from .timestamps import Timestamp
 
+_STAGED = ".recreate-"  # prefix of the folder where a chain's replacement is built
+_SET_ASIDE = ".replaced-"  # prefix of a replaced chain's folder, until it is deleted
+
 
 class RepositoryError(Exception):
     """Base of storage errors."""
@@ -298,6 +301,8 @@ class Dataset:
                 _fsync_dir(self.layout.refs)
             else:
                 write_atomic(self.layout.head_ref, target.encode("ascii"))
+            if self._journal is not None:  # an enclosing scope rolls back from here on
+                self._journal.head = target
         self._state_cache = None
 
     def _sequence_of(self, hash_: Multihash | None) -> int:
@@ -405,6 +410,14 @@ class Dataset:
             _fsync_dir(folder)
         return hash_, size
 
+    def discard(self) -> None:
+        """Remove the whole folder of a dataset that has no chain (no head): what is left
+        of a creation that was taken back (its alias, empty folders), so that the dataset
+        is exactly as absent as before. A dataset with a head is never discarded."""
+        if self.exists():
+            raise RepositoryError(f"{self.root} has a chain: only a headless folder is discarded")
+        shutil.rmtree(self.root, ignore_errors=True)
+
     def write_alias(self, name: str) -> None:
         """Record the dataset's name in ``info/alias`` as kamu does."""
         self.layout.info.mkdir(parents=True, exist_ok=True)
@@ -433,11 +446,59 @@ class OdfRepository:
         call it holding ``lock``. Links and folders that are no dataset's are not entered."""
         if not self.root.is_dir():
             return []
-        removed: list[Path] = []
+        removed: list[Path] = self.finish_replacements()
         for entry in sorted(self.root.iterdir()):
             if entry.is_dir() and not entry.is_symlink() and name_problem(entry.name) is None:
                 removed += self.dataset(entry.name).remove_leftovers()
         return removed
+
+    def staging(self, name: str) -> Dataset:
+        """An empty folder beside ``name``'s where a new chain for it is built, to take its
+        place with ``replace``; one left by an earlier attempt is removed first."""
+        self.folder(name)  # the name's checks, before any path is built from it
+        path = self.root / f"{_STAGED}{name}"
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        return Dataset(path, self.manifest_version)
+
+    def replace(self, name: str, staged: Dataset) -> None:
+        """Put the chain built in ``staged`` (``staging``) in place of ``name``'s folder.
+
+        Two renames: the old folder aside (``.replaced-<name>``), the new one in; then the
+        old one is deleted (git keeps its history). A crash between them leaves no folder
+        under the name, which ``finish_replacements`` settles by putting the old one back,
+        so a crash leaves either the old chain or the whole new one.
+        """
+        target = self.folder(name)
+        if target.is_symlink():
+            raise DatasetPathError(self.root, name, f"{name} is a link: its chain is not replaced")
+        aside = self.root / f"{_SET_ASIDE}{name}"
+        shutil.rmtree(aside, ignore_errors=True)
+        if target.exists():
+            os.rename(target, aside)
+        os.rename(staged.root, target)
+        _fsync_dir(self.root)
+        shutil.rmtree(aside, ignore_errors=True)
+
+    def discard(self, staged: Dataset) -> None:
+        """Remove a chain built with ``staging`` that will not replace anything."""
+        shutil.rmtree(staged.root, ignore_errors=True)
+
+    def finish_replacements(self) -> list[Path]:
+        """Settle what a crash during ``replace`` left: an old chain set aside with no
+        folder in its place goes back; any other set-aside or staging folder is removed.
+        Call it holding ``lock``."""
+        settled: list[Path] = []
+        for entry in sorted(self.root.iterdir()):
+            name = entry.name.removeprefix(_SET_ASIDE)
+            if entry.name.startswith(_SET_ASIDE) and not (self.root / name).exists():
+                os.rename(entry, self.root / name)
+            elif entry.name.startswith((_STAGED, _SET_ASIDE)):
+                shutil.rmtree(entry)
+            else:
+                continue
+            settled.append(entry)
+        return settled
 
     def folder(self, name: str) -> Path:
         problem = name_problem(name)
@@ -465,6 +526,8 @@ class OdfRepository:
         if not self.root.is_dir():
             return
         for entry in self.root.iterdir():
+            if entry.name.startswith((_STAGED, _SET_ASIDE)):
+                continue  # a chain being replaced (``replace``): the lock's holder's
             has_head = (entry / "refs" / "head").exists()
             try:
                 self.folder(entry.name)

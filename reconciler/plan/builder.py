@@ -31,19 +31,28 @@ from .model import (
     DatasetPlan,
     EventChange,
     Location,
-    Pending,
     Plan,
     Problem,
     QueryCheck,
     Verdict,
 )
+from .pending import GlobListings, empty_glob_problems, pending_data
 from .preprocess_output import output_problems
+from .query_problems import CheckedQuery, query_problem
+from .recreate import HistoryReader, plan_recreates
 from .source_checks import source_problems
 from .support import ENGINE, unsupported_features
 
 PREPROCESS_INPUT = "input"  # the view a preprocess query reads (ENGINE-SEMANTICS §1.8)
 
 QueryValidator = Callable[[str, Mapping[str, Sequence[Column]], models.TransformSql], QueryCheck]
+
+
+class EngineUnavailableError(RuntimeError):
+    """Raised by a query validator that cannot run at all (no Java): one problem for the
+    plan, naming the queries left unanalysed, rather than one failed check per query."""
+
+
 PolicyEvaluator = Callable[[DesiredDataset, DatasetPlan], list[Verdict]]
 
 
@@ -87,8 +96,15 @@ def build_plan(
     policies: PolicyEvaluator | None = None,
     options: PlanOptions = PlanOptions(),
     problems: Sequence[Problem] = (),
+    listings: GlobListings | None = None,
+    history: HistoryReader | None = None,
 ) -> Plan:
-    """Diff every manifest against its chain and classify, validate and judge the result."""
+    """Diff every manifest against its chain and classify, validate and judge the result.
+
+    ``listings`` are the files each ``FilesGlob`` matches now (``pending``); without them
+    such a source only *may* have new data. Every failed query check becomes a problem
+    here, so that renderers and the exit code read problems alone.
+    """
     ids_to_names = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
 
     def resolve(ref: str) -> str:
@@ -105,11 +121,23 @@ def build_plan(
     for name in desired.datasets:
         plans[name] = checker.check(plans[name])
     _mark_downstream(plans, desired)
+    all_problems += checker.problems_found(plans)
     for name, state in actual.items():
         if name not in plans:
             plans[name] = _orphan(name, state, options.prune)
     for name, ds in desired.datasets.items():
-        plans[name] = replace(plans[name], pending=_pending(ds, actual, plans[name]))
+        plans[name] = replace(plans[name], pending=pending_data(ds, actual, listings))
+        all_problems += empty_glob_problems(ds, listings)
+    # ``history`` reads the chains of the roots recreated, to check their files are there
+    plans = plan_recreates(
+        plans,
+        desired,
+        actual,
+        resolve=resolve,
+        history=history,
+        listings=listings,
+        problems=all_problems,
+    )
     if options.changed is not None:
         plans = {n: replace(p, changed_in_pr=n in options.changed) for n, p in plans.items()}
     verdicts: list[Verdict] = []
@@ -194,34 +222,6 @@ def _orphan(name: str, state: ChainState, prune: bool) -> DatasetPlan:
     )
 
 
-def _pending(
-    ds: DesiredDataset, actual: Mapping[str, ChainState], plan: DatasetPlan
-) -> tuple[Pending, ...]:
-    """Data apply would process: sources that may have new data, unconsumed input slices."""
-    snapshot = ds.snapshot
-    pending: list[Pending] = []
-    for event in snapshot.metadata:
-        if isinstance(event, models.SetPollingSource):
-            pending = [Pending("polling-source", f"{event.fetch.kind} source may have new data")]
-    state = actual.get(ds.name)
-    consumed = state.inputs if state is not None else {}
-    for input_name in ds.inputs:
-        upstream = actual.get(input_name)
-        if upstream is None or upstream.last_offset is None or upstream.dataset_id is None:
-            continue
-        cursor = consumed.get(upstream.dataset_id)
-        done = cursor.offset if cursor is not None else None
-        if done is None or done < upstream.last_offset:
-            first = 0 if done is None else done + 1
-            pending.append(
-                Pending(
-                    "unconsumed-inputs",
-                    f"{input_name}: offsets {first}..{upstream.last_offset} not yet consumed",
-                )
-            )
-    return tuple(pending)
-
-
 SYSTEM_COLUMNS = (
     Column("offset", "bigint", False),
     Column("op", "int", False),
@@ -273,6 +273,9 @@ class _QueryChecker:
         self.outputs: dict[str, tuple[Column, ...] | None] = {}
         self.changed_schema: set[str] = set()
         self.used = False
+        self.checked: dict[str, CheckedQuery] = {}  # which query each dataset's check read
+        self.unavailable: str | None = None  # why the engine could not run, once it failed
+        self.unanalysed: list[str] = []  # datasets whose queries it could not analyse
 
     def check(self, plan: DatasetPlan) -> DatasetPlan:
         ds = self.desired.datasets[plan.name]
@@ -298,16 +301,49 @@ class _QueryChecker:
         check = self._validate(
             ds.name, {a: c for a, c in inputs.items() if c is not None}, transform
         )
+        if check is None:
+            return plan
+        self.checked[ds.name] = CheckedQuery(_transform_index(ds.snapshot), "transform")
         if not check.ok or check.output_schema is None:
             return replace(plan, query=check)
         return self._with_output_change(plan, check, ds)
 
     def _validate(
         self, name: str, inputs: Mapping[str, Sequence[Column]], transform: models.TransformSql
-    ) -> QueryCheck:
+    ) -> QueryCheck | None:
+        """The validator's check, or None once the engine is known to be unavailable
+        (the query is then listed among those left unanalysed)."""
         assert self.validator is not None
-        self.used = True
-        return self.validator(name, inputs, transform)
+        if self.unavailable is None:
+            try:
+                check = self.validator(name, inputs, transform)
+            except EngineUnavailableError as e:
+                self.unavailable = str(e)
+            else:
+                self.used = True
+                return check
+        if name not in self.unanalysed:
+            self.unanalysed.append(name)
+        return None
+
+    def problems_found(self, plans: Mapping[str, DatasetPlan]) -> list[Problem]:
+        """A problem for each dataset whose query check failed, at the query's line, and
+        one for an engine that could not run, naming the queries it left unanalysed."""
+        found = [
+            query_problem(self.desired.datasets[name], plans, checked)
+            for name, checked in self.checked.items()
+            if (check := plans[name].query) is not None and not check.ok
+        ]
+        if self.unavailable is not None:
+            names = ", ".join(self.unanalysed)
+            count = len(self.unanalysed)
+            found.append(
+                Problem(
+                    f"{count} {'query' if count == 1 else 'queries'} not analysed "
+                    f"({names}): {self.unavailable}"
+                )
+            )
+        return found
 
     def _with_output_change(
         self, plan: DatasetPlan, check: QueryCheck, ds: DesiredDataset
@@ -329,7 +365,7 @@ class _QueryChecker:
         before = self._validate(
             plan.name, {a: c for a, c in old_inputs.items() if c is not None}, old.transform
         )
-        if not before.ok or before.output_schema == check.output_schema:
+        if before is None or not before.ok or before.output_schema == check.output_schema:
             return replace(plan, query=check)
         change = schema_change(before.output_schema, check.output_schema)
         change_class, reasons = classify_schema(change)
@@ -355,9 +391,10 @@ class _QueryChecker:
         ]
         if not checks:
             return plan
-        failed = next((check for _, _, check in checks if not check.ok), None)
+        failed = next(((i, check) for i, _, check in checks if not check.ok), None)
         if failed is not None:
-            return replace(plan, query=failed)
+            self.checked[ds.name] = CheckedQuery(failed[0], "preprocess")
+            return replace(plan, query=failed[1])
         for index, source, check in checks:
             self.problems += output_problems(ds.loaded, index, source, check.output_schema or ())
         last = checks[-1][2]
@@ -399,7 +436,7 @@ class _QueryChecker:
                     check = self._validate(
                         name, {a: c for a, c in inputs.items() if c is not None}, transform
                     )
-                    if check.ok and check.output_schema is not None:
+                    if check is not None and check.ok and check.output_schema is not None:
                         result = with_system_columns(check.output_schema, ds.snapshot)
         self.outputs[name] = result
         return result
@@ -418,6 +455,11 @@ class _QueryChecker:
         if check is None or not check.ok or check.output_schema is None:
             return None
         return with_system_columns(check.output_schema, snapshot)
+
+
+def _transform_index(snapshot: models.DatasetSnapshot) -> int:
+    """The position of the manifest's last SetTransform (the one in force)."""
+    return max(i for i, e in enumerate(snapshot.metadata) if isinstance(e, models.SetTransform))
 
 
 def _transform_of(snapshot: models.DatasetSnapshot) -> models.TransformSql | None:

@@ -260,7 +260,10 @@ def schema_change(
 
 
 def classify_schema(change: SchemaChange) -> tuple[ChangeClass, list[str]]:
-    """Adding nullable columns is compatible; anything readers could trip on is breaking."""
+    """Adding nullable columns is compatible; anything readers could trip on is breaking.
+
+    Apply matches columns by name and keeps the dataset's own order, appending added
+    columns at the end (``odf.schema_evolution``): a new order is no change to readers."""
     if change.before is None:
         return ChangeClass.COMPATIBLE, []
     reasons = []
@@ -278,4 +281,9 @@ def classify_schema(change: SchemaChange) -> tuple[ChangeClass, list[str]]:
         reasons.append("adds NOT NULL columns: " + ", ".join(required))
     if reasons:
         return ChangeClass.BREAKING, reasons
-    return ChangeClass.COMPATIBLE, ["adds nullable columns: " + ", ".join(change.added)]
+    kept = [c.name for c in change.before if c.name in new]
+    if kept != [n for n in new if n in kept]:
+        reasons.append(f"lists columns in another order: the dataset keeps {', '.join(kept)}")
+    if change.added:
+        reasons.append("adds nullable columns: " + ", ".join(change.added))
+    return ChangeClass.COMPATIBLE, reasons

@@ -20,6 +20,7 @@ class Action(enum.StrEnum):
 
     CREATE = "create"  # no chain yet: Seed plus the manifest's events
     UPDATE = "update"  # append the events that differ
+    RECREATE = "recreate"  # a new chain (new Seed) in the same folder, data recomputed
     UNCHANGED = "unchanged"  # the chain already matches the manifest
     ORPHANED = "orphaned"  # a chain with no manifest: shown, never touched
     DELETE = "delete"  # an orphan that --prune will remove
@@ -109,6 +110,7 @@ class QueryCheck:
     output_schema: tuple[Column, ...] | None = None
     error: str | None = None
     line: int | None = None  # line of the error within the query, when the engine says
+    step: str | None = None  # the step whose query failed: its alias, or "output" for the last
     # what makes an accepted query's result differ between runs: "rand() in step `output`"
     nondeterministic: tuple[str, ...] = ()
 
@@ -126,26 +128,33 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Problem:
-    """An error that makes the plan invalid: a bad manifest, an unknown input, a cycle…"""
+    """Something wrong the plan found: a bad manifest, an unknown input, a cycle, a query
+    the engine rejected, no engine to analyse one (errors, which make the plan fail), or
+    a source that has nothing to read (a warning). Renderers count and show exactly these,
+    so every problem is counted once and shown everywhere."""
 
     message: str
     dataset: str | None = None
     location: Location | None = None
     field: str | None = None
+    severity: Severity = Severity.ERROR
 
 
 @dataclass(frozen=True)
 class Pending:
     """Data apply would process even without metadata changes."""
 
-    reason: str  # "polling-source" (may have new data) | "unconsumed-inputs" (certainly has)
+    # "polling-source" (may have new data) | "new-files" (a FilesGlob's files not yet
+    # ingested) | "unconsumed-inputs" (input slices not yet consumed)
+    reason: str
     detail: str
 
     @property
     def certain(self) -> bool:
-        """Input slices not yet consumed are known work; a source only *may* have data,
-        and finding out would mean fetching, which a plan never does."""
-        return self.reason == "unconsumed-inputs"
+        """Files listed and input slices not yet consumed are known work; any other
+        source only *may* have data, and finding out would mean fetching, which a plan
+        never does."""
+        return self.reason in ("new-files", "unconsumed-inputs")
 
 
 @dataclass(frozen=True)
@@ -166,6 +175,45 @@ class DatasetPlan:
     query: QueryCheck | None = None
     changed_in_pr: bool | None = None  # set when --base was given
     override: str | None = None  # the manifest's reviewed reason for a breaking change
+    recreate: Recreate | None = None  # set exactly when ``action`` is RECREATE
+
+
+@dataclass(frozen=True)
+class Recreate:
+    """How a recreated dataset is carried out: a new chain (a fresh ``did:odf`` Seed) in
+    the same folder, replacing the old one, its data recomputed from its whole history.
+
+    ``events`` are the new chain's events after its Seed, in ODF JSON, exactly as apply
+    appends them; inputs that are recreated too are named rather than given an id, which
+    apply resolves to their new one. ``input_records`` is what a derivative reprocesses,
+    the sum of its inputs' record counts (a root: its own count, for the files it reads
+    again); a count of a dataset in ``estimated`` is its current one, an estimate since
+    that dataset is recreated too.
+    """
+
+    reason: str  # the breaking change, or "reads org.x, which is recreated"
+    replaces: str  # the old chain's did:odf id
+    replaced_head: str  # the old chain's head block
+    replaced_blocks: int
+    recreated_with: tuple[str, ...] = ()  # every downstream dataset recreated in turn
+    input_records: int = 0
+    estimated: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # a root's files read again, by name
+    events: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Fingerprints:
+    """Everything a plan was computed from, so that a saved plan is refused once any of it
+    moved: the sha256 of each manifest and policy file (by path relative to the repository
+    root), each chain's head (by dataset), the reconciler's version, and the base ref's
+    commit when the plan was compared with one."""
+
+    reconciler_version: str
+    manifests: tuple[tuple[str, str], ...] = ()
+    policies: tuple[tuple[str, str], ...] = ()
+    heads: tuple[tuple[str, str], ...] = ()
+    base_commit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -181,16 +229,15 @@ class Plan:
     # the repository root: renderers show the paths under it relative to it, so a plan
     # reads the same wherever it was computed (never written to JSON, being machine-local)
     root: str | None = None
+    fingerprints: Fingerprints | None = None  # what a saved plan must still match to apply
     format_version: int = PLAN_FORMAT_VERSION
 
     @property
     def has_errors(self) -> bool:
-        """Problems, a query the engine rejected, or an error-level verdict: the plan fails
-        and nothing may be applied."""
-        return (
-            bool(self.problems)
-            or any(d.query is not None and not d.query.ok for d in self.datasets)
-            or any(v.severity is Severity.ERROR for v in self.verdicts)
+        """An error-level problem (a query the engine rejected is one) or verdict: the plan
+        fails and nothing may be applied."""
+        return any(p.severity is Severity.ERROR for p in self.problems) or any(
+            v.severity is Severity.ERROR for v in self.verdicts
         )
 
     @property
@@ -198,7 +245,7 @@ class Plan:
         """Whether apply would certainly write something: metadata, or data from input
         slices not yet consumed (a source that *may* have new data does not count)."""
         return any(
-            d.action in (Action.CREATE, Action.UPDATE, Action.DELETE)
+            d.action in (Action.CREATE, Action.UPDATE, Action.RECREATE, Action.DELETE)
             or any(p.certain for p in d.pending)
             for d in self.datasets
         )

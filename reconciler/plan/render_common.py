@@ -24,6 +24,8 @@ from .model import (
     EventChange,
     Location,
     Plan,
+    Problem,
+    Recreate,
     SchemaChange,
     Severity,
     Verdict,
@@ -32,6 +34,7 @@ from .model import (
 SYMBOLS: dict[Action, str] = {
     Action.CREATE: "+",
     Action.UPDATE: "~",
+    Action.RECREATE: "±",
     Action.UNCHANGED: "=",
     Action.ORPHANED: "?",
     Action.DELETE: "-",
@@ -41,6 +44,7 @@ SYMBOLS: dict[Action, str] = {
 _SUMMARY_PHRASES: dict[Action, str] = {
     Action.CREATE: "{} to create",
     Action.UPDATE: "{} to update",
+    Action.RECREATE: "{} to recreate",
     Action.UNCHANGED: "{} unchanged",
     Action.ORPHANED: "{} orphaned",
     Action.DELETE: "{} to delete",
@@ -144,7 +148,45 @@ def _schema_row(name: str, before: str, after: str, change: SchemaChange) -> Sch
 
 def changes_metadata(dataset: DatasetPlan) -> bool:
     """Whether apply writes metadata blocks for (or deletes) this dataset."""
-    return dataset.action in (Action.CREATE, Action.UPDATE, Action.DELETE)
+    return dataset.action in (Action.CREATE, Action.UPDATE, Action.RECREATE, Action.DELETE)
+
+
+def recreate_facts(dataset: DatasetPlan) -> list[tuple[str, str]]:
+    """What a reviewer must know of a recreate, as (label, text): why, the chain it
+    replaces, the datasets recreated with it, what it reprocesses, the new chain's events."""
+    recreate = dataset.recreate
+    if recreate is None:
+        return []
+    facts = [
+        ("recreate", recreate.reason),
+        (
+            "replaces",
+            f"{recreate.replaces} at head {recreate.replaced_head} "
+            f"({counted(recreate.replaced_blocks, 'block')}); the new chain gets a new id",
+        ),
+    ]
+    if recreate.recreated_with:
+        facts.append(("recreated with it", ", ".join(recreate.recreated_with)))
+    facts.append(("reprocesses", _reprocessed(dataset, recreate)))
+    kinds = [str(e.get("kind")) for e in recreate.events]
+    facts.append(("new chain", ", ".join(["Seed", *kinds])))
+    return facts
+
+
+def _reprocessed(dataset: DatasetPlan, recreate: Recreate) -> str:
+    """``6 input records (the whole history of org.a)``, saying which counts are estimates."""
+    if dataset.kind == "Root":
+        files = ", ".join(recreate.files) or "none"
+        text = f"{counted(len(recreate.files), 'file')} read again ({files})"
+        return text + f"; about {counted(recreate.input_records, 'record')} (its current count)"
+    text = f"{counted(recreate.input_records, 'input record')}"
+    text += f" (the whole history of {', '.join(dataset.inputs)})" if dataset.inputs else ""
+    if recreate.estimated:
+        text += (
+            f"; the count of {', '.join(recreate.estimated)} is its current one, an estimate,"
+            " as it is recreated too"
+        )
+    return text
 
 
 def pending_count(plan: Plan) -> int:
@@ -153,26 +195,38 @@ def pending_count(plan: Plan) -> int:
 
 
 def error_count(plan: Plan) -> int:
-    """Problems, queries the engine rejected and error verdicts: everything that makes
-    the plan fail (what :attr:`Plan.has_errors` checks, counted)."""
-    return len(_error_subjects(plan))
+    """Error problems (a query the engine rejected is one) and error verdicts: everything
+    that makes the plan fail (what :attr:`Plan.has_errors` checks, counted)."""
+    return len(_subjects(plan, Severity.ERROR))
 
 
 def dataset_errors(plan: Plan) -> Counter[str]:
     """How many errors name each dataset, planned or not: a manifest too broken to plan
     still names its dataset in its problems."""
-    return Counter(name for name in _error_subjects(plan) if name is not None)
-
-
-def _error_subjects(plan: Plan) -> list[str | None]:
-    """The dataset each error is about (None for the repository), one entry per error."""
-    subjects = [p.dataset for p in plan.problems]
-    subjects += [v.dataset for v in plan.verdicts if v.severity is Severity.ERROR]
-    return subjects + [d.name for d in plan.datasets if d.query is not None and not d.query.ok]
+    return Counter(name for name in _subjects(plan, Severity.ERROR) if name is not None)
 
 
 def warning_count(plan: Plan) -> int:
-    return sum(1 for v in plan.verdicts if v.severity is Severity.WARNING)
+    """Warning problems and warning verdicts: shown and counted, but the plan passes."""
+    return len(_subjects(plan, Severity.WARNING))
+
+
+def dataset_warnings(plan: Plan) -> Counter[str]:
+    """How many warnings name each dataset."""
+    return Counter(name for name in _subjects(plan, Severity.WARNING) if name is not None)
+
+
+def _subjects(plan: Plan, severity: Severity) -> list[str | None]:
+    """The dataset each problem or verdict of ``severity`` is about (None for the
+    repository), one entry per finding: problems and verdicts are the only things counted."""
+    subjects = [p.dataset for p in plan.problems if p.severity is severity]
+    return subjects + [v.dataset for v in plan.verdicts if v.severity is severity]
+
+
+def problems_by_severity(plan: Plan) -> list[tuple[Severity, list[Problem]]]:
+    """Problems grouped errors first, in plan order within a group; empty groups left out."""
+    groups = [(s, [p for p in plan.problems if p.severity is s]) for s in Severity]
+    return [(severity, problems) for severity, problems in groups if problems]
 
 
 def breaking_datasets(plan: Plan) -> list[str]:

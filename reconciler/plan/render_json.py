@@ -15,11 +15,13 @@ from .model import (
     Column,
     DatasetPlan,
     EventChange,
+    Fingerprints,
     Location,
     Pending,
     Plan,
     Problem,
     QueryCheck,
+    Recreate,
     SchemaChange,
     Verdict,
 )
@@ -43,6 +45,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "formatVersion": plan.format_version,
             "baseRef": plan.base_ref,
             "commit": plan.commit,
+            "fingerprints": _fingerprints(plan.fingerprints) if plan.fingerprints else None,
             "engineStarted": plan.engine_started,
             "summary": _summary(plan),
             "datasets": [_dataset(d) for d in plan.datasets],
@@ -55,6 +58,18 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     """Drop the fields that are None: an absent key reads better than a row of nulls."""
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def _fingerprints(fingerprints: Fingerprints) -> dict[str, Any]:
+    return _present(
+        {
+            "reconcilerVersion": fingerprints.reconciler_version,
+            "baseCommit": fingerprints.base_commit,
+            "manifests": dict(fingerprints.manifests),
+            "policies": dict(fingerprints.policies),
+            "heads": dict(fingerprints.heads),
+        }
+    )
 
 
 def _summary(plan: Plan) -> dict[str, Any]:
@@ -86,8 +101,23 @@ def _dataset(dataset: DatasetPlan) -> dict[str, Any]:
             "events": [_event(e) for e in dataset.events],
             "pending": [_pending(p) for p in dataset.pending],
             "query": _query(dataset.query) if dataset.query else None,
+            "recreate": _recreate(dataset.recreate) if dataset.recreate else None,
         }
     )
+
+
+def _recreate(recreate: Recreate) -> dict[str, Any]:
+    return {
+        "reason": recreate.reason,
+        "replaces": recreate.replaces,
+        "replacedHead": recreate.replaced_head,
+        "replacedBlocks": recreate.replaced_blocks,
+        "recreatedWith": list(recreate.recreated_with),
+        "inputRecords": recreate.input_records,
+        "estimated": list(recreate.estimated),
+        "files": list(recreate.files),
+        "events": list(recreate.events),
+    }
 
 
 def _event(event: EventChange) -> dict[str, Any]:
@@ -158,6 +188,7 @@ def _problem(problem: Problem) -> dict[str, Any]:
             "dataset": problem.dataset,
             "location": _location(problem.location),
             "field": problem.field,
+            "severity": problem.severity.value,
         }
     )
 

@@ -25,6 +25,7 @@ from .model import (
     EventChange,
     Location,
     Plan,
+    Problem,
     QueryCheck,
     SchemaChange,
     Severity,
@@ -36,10 +37,13 @@ from .render_common import (
     column_type,
     counted,
     dataset_errors,
+    dataset_warnings,
     error_count,
     event_diff,
     pending_count,
+    problems_by_severity,
     readable,
+    recreate_facts,
     schema_rows,
     verdicts_by_severity,
     warning_count,
@@ -55,6 +59,7 @@ _SEVERITY_MARKS = {Severity.ERROR: "**error**", Severity.WARNING: "warning"}
 _NODE_STYLES = {  # GitHub's own diff palette, so the graph reads like the diff
     "create": "fill:#dafbe1,stroke:#1a7f37",
     "update": "fill:#fff8c5,stroke:#9a6700",
+    "recreate": "fill:#ffebe9,stroke:#9a6700,stroke-width:3px",
     "breaking": "fill:#fff8c5,stroke:#cf222e,stroke-width:3px",
     "delete": "fill:#ffebe9,stroke:#cf222e",
     "affected": "fill:#fff1e5,stroke:#bc4c00",
@@ -63,12 +68,20 @@ _NODE_STYLES = {  # GitHub's own diff palette, so the graph reads like the diff
 _LEGEND = {  # what each node style means, with the emoji square nearest its colour
     "create": "🟩 created",
     "update": "🟨 updated",
+    "recreate": "🟥 with a thick border: recreated (a new chain, its data recomputed)",
     "breaking": "🟨 with a thick red border: breaking change",
     "delete": "🟥 deleted",
     "affected": "🟧 downstream, reached by a schema or breaking change",
     "downstream": "⬜ downstream, not affected",
 }
-_SUMMARY_ORDER = (Action.DELETE, Action.UPDATE, Action.CREATE, Action.ORPHANED, Action.UNCHANGED)
+_SUMMARY_ORDER = (
+    Action.DELETE,
+    Action.RECREATE,
+    Action.UPDATE,
+    Action.CREATE,
+    Action.ORPHANED,
+    Action.UNCHANGED,
+)
 """Riskiest first, so the counts a reviewer must act on come before the reassuring ones."""
 _NAMED_BREAKING = 3  # breaking datasets named in the summary line before "and N more"
 
@@ -81,7 +94,10 @@ def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     mislead a reviewer, whereas an over-long one fails loudly where it is posted.
     """
     plan = readable(plan)
-    sections = [_section(d) for d in plan.datasets if d.events]
+    mentioned = {p.dataset for p in plan.problems}
+    sections = [
+        _section(d, plan) for d in plan.datasets if d.events or d.recreate or d.name in mentioned
+    ]
     return _fit(_Comment(_overview(plan), _graph(plan), sections), limit)
 
 
@@ -208,9 +224,7 @@ def _dataset_row(dataset: DatasetPlan, plan: Plan, errors: int) -> list[str]:
 
 def _notes(dataset: DatasetPlan, plan: Plan, errors: int) -> list[str]:
     """Errors, warnings, reach and provenance of a listed dataset, each a few words."""
-    warnings = sum(
-        1 for v in plan.verdicts if v.severity is Severity.WARNING and v.dataset == dataset.name
-    )
+    warnings = dataset_warnings(plan)[dataset.name]
     notes = [f"**{counted(errors, 'error')}**"] if errors else []
     notes += [counted(warnings, "warning")] if warnings else []
     if dataset.downstream:
@@ -237,9 +251,19 @@ def _verdict_list(plan: Plan) -> str:
 
 
 def _problem_list(plan: Plan) -> str:
+    """One item per problem, errors first, then the warnings."""
     return "\n".join(
-        _item(_where(p.location, p.dataset, p.field), p.message) for p in plan.problems
+        _problem_item(problem, with_dataset=True)
+        for _, problems in problems_by_severity(plan)
+        for problem in problems
     )
+
+
+def _problem_item(problem: Problem, with_dataset: bool) -> str:
+    """A problem as a list item; a warning is marked (the section is about errors)."""
+    dataset = problem.dataset if with_dataset else None
+    mark = [_SEVERITY_MARKS[Severity.WARNING]] if problem.severity is Severity.WARNING else []
+    return _item([*mark, *_where(problem.location, dataset, problem.field)], problem.message)
 
 
 def _where(location: Location | None, dataset: str | None, field: str | None = None) -> list[str]:
@@ -324,9 +348,10 @@ def _same(text: str) -> _Block:
     return (text, text)
 
 
-def _section(dataset: DatasetPlan) -> _Foldable:
-    """A changed dataset's ``<details>`` section; folded, its diffs are one-line notes."""
-    blocks = _details(dataset)
+def _section(dataset: DatasetPlan, plan: Plan) -> _Foldable:
+    """A changed or failing dataset's ``<details>`` section; folded, its diffs are
+    one-line notes (its problems are never folded)."""
+    blocks = _details(dataset, [p for p in plan.problems if p.dataset == dataset.name])
     return _Foldable(
         dataset.name,
         _SEPARATOR.join(full for full, _ in blocks),
@@ -334,12 +359,18 @@ def _section(dataset: DatasetPlan) -> _Foldable:
     )
 
 
-def _details(dataset: DatasetPlan) -> list[_Block]:
+def _details(dataset: DatasetPlan, problems: list[Problem]) -> list[_Block]:
     blocks = [_same(f"<details><summary>{_details_summary(dataset)}</summary>")]
     if dataset.manifest is not None or dataset.inputs:
         blocks.append(_same(_sources(dataset)))
+    if problems:
+        items = "\n".join(_problem_item(p, with_dataset=False) for p in problems)
+        blocks.append(_same("**Problems:**\n\n" + items))
     if dataset.override:
         blocks.append(_same(f"**Override:** {_inline(dataset.override)}"))
+    if facts := recreate_facts(dataset):
+        lines = [f"- **{label.capitalize()}:** {_inline(text)}" for label, text in facts]
+        blocks.append(_same("\n".join(lines)))
     for event in dataset.events:
         blocks += _event(event)
     if dataset.query is not None:

@@ -15,7 +15,9 @@ from .render_common import (
     column_type,
     event_diff,
     event_symbol,
+    problems_by_severity,
     readable,
+    recreate_facts,
     schema_rows,
     summary_sentence,
     verdicts_by_severity,
@@ -36,6 +38,7 @@ _MARK_STYLES = {"+": _GREEN, "~": _YELLOW, "-": _RED, "@": _CYAN}
 _ACTION_STYLES = {
     Action.CREATE: _GREEN,
     Action.UPDATE: _YELLOW,
+    Action.RECREATE: _RED,
     Action.UNCHANGED: _DIM,
     Action.ORPHANED: _PLAIN,
     Action.DELETE: _RED,
@@ -43,12 +46,14 @@ _ACTION_STYLES = {
 _HEADLINES = {
     Action.CREATE: "will be created",
     Action.UPDATE: "will be updated",
+    Action.RECREATE: "will be recreated",
     Action.UNCHANGED: "unchanged",
     Action.ORPHANED: "orphaned: no manifest, left untouched",
     Action.DELETE: "will be deleted",
 }
 _SEVERITY_STYLES = {Severity.ERROR: _RED, Severity.WARNING: _YELLOW}
 _SEVERITY_HEADINGS = {Severity.ERROR: "Policy errors:", Severity.WARNING: "Policy warnings:"}
+_PROBLEM_HEADINGS = {Severity.ERROR: "Problems:", Severity.WARNING: "Warnings:"}
 _INDENT = "    "
 
 
@@ -103,6 +108,7 @@ def _headline(dataset: DatasetPlan) -> str:
 
 def _body(dataset: DatasetPlan) -> list[Line]:
     lines = [(_PLAIN, f"override: {dataset.override}")] if dataset.override else []
+    lines += [(_PLAIN, f"{label}: {text}") for label, text in recreate_facts(dataset)]
     for event in dataset.events:
         lines += _event(event)
     if dataset.query is not None:
@@ -167,9 +173,12 @@ def _verdicts(plan: Plan) -> list[Line]:
 
 
 def _problems(plan: Plan) -> list[Line]:
-    if not plan.problems:
-        return []
-    return [
-        (_RED, "Problems:"),
-        *((_RED, "  " + _where(p.location, p.dataset, p.field, p.message)) for p in plan.problems),
-    ]
+    """Error problems under ``Problems:``, then warnings under ``Warnings:``."""
+    lines: list[Line] = []
+    for severity, problems in problems_by_severity(plan):
+        style = _SEVERITY_STYLES[severity]
+        lines.append((style, _PROBLEM_HEADINGS[severity]))
+        lines += [
+            (style, "  " + _where(p.location, p.dataset, p.field, p.message)) for p in problems
+        ]
+    return lines

@@ -6,6 +6,12 @@ the query selects it (so retractions and corrections flow through a map or a fil
 is 0 otherwise, and ``system_time`` is the run's. Columns are ``offset, op, system_time``
 and then the query's, as the Spark engine writes them.
 
+The first run records the output's schema (a ``SetDataSchema`` before the
+``ExecuteTransform``), even over inputs with no data yet. A later output with new
+columns (a query that now selects more, or an input that grew one under ``SELECT *``)
+appends a new ``SetDataSchema`` with them at the end, stored nullable: the earlier rows
+have no value in them (``odf.schema_evolution``).
+
 The output watermark is the smallest of the inputs' watermarks; each input's is the
 latest watermark among its consumed blocks, or the one remembered in the previous
 checkpoint. Like kamu's Spark engine, a transform checkpoint holds only those per-input
@@ -26,19 +32,13 @@ from ..engine.query_check import QueryError, apply_transform
 from ..engine.stored_rows import stored_rows
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..ingest.frames import column, is_time, normalize_timestamps
-from ..ingest.writer import (
-    IncompatibleSchemaError,
-    Staged,
-    conform,
-    data_slice,
-    system_arrays,
-    system_fields,
-)
+from ..ingest.writer import Staged, conform, data_slice, system_arrays, system_fields
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainState
 from ..odf.hashing import physical_hash
 from ..odf.repository import Dataset
+from ..odf.schema_evolution import grown_schema
 from ..odf.slices import normalize_type, write_slice
 from ..odf.timestamps import Timestamp
 from .inputs import InputSlice
@@ -50,14 +50,20 @@ class TransformError(ValueError):
 
 
 def has_work(dataset: Dataset, state: ChainState, inputs: list[InputSlice]) -> bool:
-    """Whether any input has new data or a later watermark to pass on (§2.1 skip rules).
+    """Whether the query must run (§2.1 skip rules): the output has no schema yet, or an
+    input has new data or a later watermark to pass on.
 
-    kamu also runs when an input merely repeats its watermark (every data block carries
-    one), which appends an ExecuteTransform that changes nothing downstream; here a
-    watermark counts only if it is later than the one this dataset last saw.
+    A dataset with no schema runs as soon as every input has one, even with no data, so
+    that its columns are known to plans and to its own downstream (kamu skips the engine
+    only when there is nothing new and the output already has a schema). kamu also runs
+    when an input merely repeats its watermark (every data block carries one), which
+    appends an ExecuteTransform that changes nothing downstream; here a watermark counts
+    only if it is later than the one this dataset last saw.
     """
     if any(i.schema is None for i in inputs):
         return False  # an input that never had data: nothing to read, not even a schema
+    if state.data_schema is None:
+        return True
     seen = _previous_watermarks(dataset, state)
     for i in inputs:
         last = seen.get(str(i.dataset_id))
@@ -88,7 +94,7 @@ def stage_transform(
     staged = Staged(head=state.head)
     schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
     slice_table = _with_system_columns(table, output, state, vocab, system_time, schema)
-    if schema is None:
+    if schema is None or slice_table.schema.names != schema.names:  # the first, or grown
         staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_table.schema))
     if slice_table.num_rows:
         staged.slice = write_slice(slice_table, workdir / "slice.parquet", vocab)
@@ -148,27 +154,26 @@ def _with_system_columns(
     system_time: Timestamp,
     schema: pa.Schema | None,
 ) -> pa.Table:
+    """``offset, op, system_time`` and the query's columns, in the order of the dataset's
+    schema (grown by any new column), or for the first run in the query's order."""
     offsets, system_times = system_arrays(state.next_offset, table.num_rows, system_time)
     op = vocab.operation_type_column
-    data = [n for n in table.column_names if n != op]
-    arrays = [offsets, table[op], system_times, *[table[n] for n in data]]
+    nullable = {f.name: f.nullable for f in output.schema.fields}
+    data = [
+        pa.field(n, normalize_type(table.schema.field(n).type), nullable[n])
+        for n in table.column_names
+        if n != op
+    ]
+    system = [vocab.offset_column, op, vocab.system_time_column]
     if schema is None:
-        nullable = {f.name: f.nullable for f in output.schema.fields}
-        types = {n: normalize_type(table.schema.field(n).type) for n in data}
-        fields = system_fields(vocab) + [pa.field(n, types[n], nullable[n]) for n in data]
-        schema = pa.schema(fields)
+        schema = pa.schema(system_fields(vocab) + data)
     else:
-        names = [vocab.offset_column, op, vocab.system_time_column, *data]
-        actual = [(n, normalize_type(a.type)) for n, a in zip(names[3:], arrays[3:], strict=True)]
-        expected = [(f.name, normalize_type(f.type)) for f in list(schema)[3:]]
-        if schema.names != names or actual != expected:
-            got = ", ".join(f"{n} {t}" for n, t in actual)
-            want = ", ".join(f"{n} {t}" for n, t in expected)
-            raise IncompatibleSchemaError(
-                "the query's output does not match the dataset's schema (SetDataSchema): "
-                f"it has ({got}), the dataset has ({want})"
-            )
-    return conform(arrays, schema)
+        schema = grown_schema(
+            schema, data, system=system, declared=False, what="the query's output"
+        )
+    columns = dict(zip(system, [offsets, table[op], system_times], strict=True))
+    columns |= {f.name: table[f.name] for f in data}
+    return conform([columns[n] for n in schema.names], schema)
 
 
 def _previous_watermarks(dataset: Dataset, state: ChainState) -> dict[str, Timestamp]:

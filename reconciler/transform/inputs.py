@@ -5,6 +5,10 @@ A derivative remembers, per input, the last block and offset it consumed (from i
 current head: the data slices in between, whose rows lie in ``prevOffset+1 … newOffset``,
 and the watermarks those blocks carry (ENGINE-SEMANTICS §2.1). The same description,
 built from a recorded ``ExecuteTransformInput``, lets verification replay a past run.
+
+Each input is read with the ``SetDataSchema`` in force at the block the run consumed up
+to: for the next run the input's head, for a replay the recorded block. An input whose
+schema grew later was seen without the new columns, and its replay must see it so too.
 """
 
 from __future__ import annotations
@@ -99,7 +103,8 @@ def recorded_inputs(
     repo: OdfRepository,
     names: Mapping[DatasetId, str],
 ) -> list[InputSlice]:
-    """The inputs exactly as a past ``ExecuteTransform`` recorded them (for replay)."""
+    """The inputs exactly as a past ``ExecuteTransform`` recorded them (for replay), each
+    with the schema it had at the last block that run consumed."""
     assert state.transform is not None
     aliases = {
         DatasetId.parse(i.dataset_ref): i.alias or i.dataset_ref for i in state.transform.inputs
@@ -108,7 +113,7 @@ def recorded_inputs(
     for qi in event.query_inputs:
         dataset = _dataset(repo, names, qi.dataset_id)
         head = qi.new_block_hash or qi.prev_block_hash
-        schema = dataset.state().data_schema if head is not None else None
+        schema = _schema_at(dataset, head) if head is not None else None
         slices.append(
             _between(
                 dataset,
@@ -123,6 +128,14 @@ def recorded_inputs(
             )
         )
     return slices
+
+
+def _schema_at(dataset: Dataset, block_hash: Multihash) -> bytes | None:
+    """The dataset's SetDataSchema in force at ``block_hash``: the latest at or before it."""
+    for _, block in dataset.iter_blocks(block_hash):
+        if isinstance(block.event, models.SetDataSchema):
+            return block.event.schema_
+    return None
 
 
 def _dataset(repo: OdfRepository, names: Mapping[DatasetId, str], dataset_id: DatasetId) -> Dataset:

@@ -1,0 +1,142 @@
+"""``--commit`` and ``--push``: the GitOps loop around an apply.
+
+Before anything is applied the checkout is checked (``gitloop.worktree``). Then each
+attempt reconciles, commits the ODF folder with a message saying what moved (the
+datasets that succeeded are committed even when others failed: the exit code still says
+1), and pushes. A push the remote rejected because it moved sends the run to the
+remote's tip to reconcile again, up to ``--push-retries`` times, with exponential backoff
+and jitter; each retry is said on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+
+from ..gitloop import message, push
+from ..gitloop.fingerprints import reconciler_version
+from ..gitloop.worktree import RefusedError, Worktree
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, Session, fail
+from .progress import Finished
+from .results import RunResult
+
+DEFAULT_PUSH_RETRIES = 3
+
+CommitOption = Annotated[
+    bool,
+    typer.Option(
+        "--commit",
+        help="Commit the ODF folder after the apply (the datasets that succeeded, even when "
+        "others failed), with a message saying what moved; refused on a dirty odf/.",
+    ),
+]
+PushOption = Annotated[
+    bool,
+    typer.Option(
+        "--push",
+        help="Push the commit to the branch's upstream (else origin); when the remote "
+        "moved, reconcile again from its tip.",
+    ),
+]
+PushRetriesOption = Annotated[
+    int,
+    typer.Option(
+        "--push-retries",
+        min=0,
+        help="How many times to reconcile again after a rejected push (default 3).",
+    ),
+]
+
+
+@dataclass
+class Attempt:
+    """One reconcile pass: its result document, its datasets and exit code, and the
+    sha256 of the plan JSON it applied (the commit's ``Reconcile-Plan-Hash``)."""
+
+    result: RunResult
+    finished: list[Finished]
+    code: int
+    plan_hash: str
+
+
+def converge(
+    session: Session,
+    push_too: bool,
+    retries: int,
+    as_json: bool,
+    reconcile: Callable[[], Attempt],
+) -> Attempt:
+    """Reconcile, commit and (``push_too``) push until the push lands or retries run out;
+    the last attempt, its code raised to 1 if its commit could not be pushed."""
+    try:
+        tree = Worktree.open(session.config.root, session.config.odf_dir)
+        tree.check(push_too)
+        upstream = push.upstream_of(tree) if push_too else None
+    except RefusedError as e:
+        raise fail(f"error: --commit refused, nothing was applied: {e}") from None
+    run_id = str(uuid.uuid4())
+    attempts = retries + 1
+    rng = random.Random()
+    for number in range(1, attempts + 1):
+        base = tree.head()
+        attempt = reconcile()
+        sha = _commit(session, tree, attempt, run_id, as_json)
+        if sha is None or upstream is None:
+            return attempt
+        if attempt.code == EXIT_INTERRUPTED:
+            session.say("interrupted: committed, not pushed", err=True)
+            return attempt
+        try:
+            tip = push.push(tree, upstream, base)
+            if tip is None:
+                session.say(f"pushed {sha[:12]} to {upstream}", err=as_json)
+                return attempt
+            if number == attempts:
+                break
+            typer.echo(
+                f"push rejected: the remote moved; reconciling again from {upstream} "
+                f"(attempt {number + 1} of {attempts})",
+                err=True,
+            )
+            time.sleep(push.backoff(number, rng))
+            push.move_to(tree, tip)
+        except (push.PushError, RefusedError) as e:
+            attempt.result.error = str(e)
+            attempt.code = EXIT_FAILED
+            return attempt
+    attempt.result.error = (
+        f"push rejected {attempts} times: {upstream} kept moving; the commit was not pushed"
+    )
+    attempt.code = EXIT_FAILED
+    return attempt
+
+
+def _commit(
+    session: Session, tree: Worktree, attempt: Attempt, run_id: str, as_json: bool
+) -> str | None:
+    """Commit what the attempt advanced; its sha, or None when nothing changed."""
+    odf = session.odf
+    runs = [
+        message.DatasetRun(
+            done.outcome,
+            done.offsets,
+            str(head) if (head := odf.dataset(done.outcome.dataset).head()) else None,
+        )
+        for done in attempt.finished
+    ]
+    manifests = [p.read_text(encoding="utf-8") for p in session.config.manifest_paths()]
+    secrets = message.referenced_secrets(manifests, os.environ)
+    trailers = message.Trailers(run_id, attempt.plan_hash, reconciler_version())
+    sha = tree.commit(message.commit_message(runs, trailers, secrets))
+    if sha is None:
+        session.say("nothing to commit", err=as_json)
+    else:
+        session.say(f"committed {sha[:12]}: {message.subject(runs)}", err=as_json)
+    return sha

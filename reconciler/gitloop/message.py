@@ -1,0 +1,129 @@
+"""The commit message of a reconcile run: what moved for people, trailers for machines.
+
+::
+
+    reconcile: 2 datasets advanced (1,212 records), 1 failed
+
+    Advanced:
+    - org.example.a: 3 blocks (1 metadata), 1,200 records, offsets 0-1199, head f1620…
+    - org.example.b: 1 block, 12 records, offsets 40-51, head f1620…
+
+    Failed:
+    - org.example.c: ReadError: sources/c.csv line 3: …
+
+    Up to date: org.example.d
+
+    Reconcile-Run-Id: 2f0c…
+    Reconcile-Plan-Hash: 9b1e…
+    Reconcile-Version: 0.1.0
+
+A cause is one line, with the value of every environment variable a manifest names in a
+``${{ env.NAME }}`` template replaced by ``***``, so no secret reaches git history even
+where an error message would have carried it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..apply import Outcome, Status
+from ..commands.common import count
+
+_ENV_NAME = re.compile(r"\$\{\{[^}]*?\benv\.([A-Za-z0-9_-]+)")
+_ADVANCED = (Status.UPDATED, Status.DELETED)
+
+
+@dataclass(frozen=True)
+class DatasetRun:
+    """One dataset's outcome with what the commit records of it: its offsets and new head."""
+
+    outcome: Outcome
+    offsets: tuple[int, int] | None = None
+    head: str | None = None
+
+    @property
+    def advanced(self) -> bool:
+        return self.outcome.status in _ADVANCED
+
+
+@dataclass(frozen=True)
+class Trailers:
+    """The git trailers that tie a commit to its run, its plan and the reconciler."""
+
+    run_id: str
+    plan_hash: str  # sha256 of the plan JSON the run applied
+    version: str
+
+    def lines(self) -> list[str]:
+        return [
+            f"Reconcile-Run-Id: {self.run_id}",
+            f"Reconcile-Plan-Hash: {self.plan_hash}",
+            f"Reconcile-Version: {self.version}",
+        ]
+
+
+def referenced_secrets(manifests: Iterable[str], env: Mapping[str, str]) -> set[str]:
+    """The values of the environment variables the manifests' templates name."""
+    names = {name for text in manifests for name in _ENV_NAME.findall(text)}
+    return {env[name] for name in names if env.get(name)}
+
+
+def commit_message(runs: Sequence[DatasetRun], trailers: Trailers, secrets: set[str]) -> str:
+    """The whole message: subject, the datasets by outcome, then the trailers."""
+    paragraphs = [subject(runs)]
+    advanced = [_advanced(r) for r in runs if r.advanced]
+    if advanced:
+        paragraphs.append("\n".join(["Advanced:", *advanced]))
+    for status, title in ((Status.FAILED, "Failed:"), (Status.SKIPPED, "Skipped:")):
+        causes = [
+            f"- {r.outcome.dataset}: {_masked(r.outcome.message, secrets)}"
+            for r in runs
+            if r.outcome.status is status
+        ]
+        if causes:
+            paragraphs.append("\n".join([title, *causes]))
+    current = [r.outcome.dataset for r in runs if r.outcome.status is Status.UP_TO_DATE]
+    if current:
+        paragraphs.append("Up to date: " + ", ".join(current))
+    paragraphs.append("\n".join(trailers.lines()))
+    return "\n\n".join(paragraphs) + "\n"
+
+
+def subject(runs: Sequence[DatasetRun]) -> str:
+    """``reconcile: 3 datasets advanced (1,212 records)``, then any deleted, failed, skipped."""
+    updated = [r for r in runs if r.outcome.status is Status.UPDATED]
+    parts = []
+    if updated:
+        records = count(sum(r.outcome.rows for r in updated), "record")
+        parts.append(f"{count(len(updated), 'dataset')} advanced ({records})")
+    for status in (Status.DELETED, Status.FAILED, Status.SKIPPED):
+        n = sum(1 for r in runs if r.outcome.status is status)
+        if n:
+            parts.append(f"{n} {status.value}")
+    if not updated:
+        parts.insert(0, "no dataset advanced")
+    return "reconcile: " + ", ".join(parts)
+
+
+def _advanced(run: DatasetRun) -> str:
+    outcome = run.outcome
+    if outcome.status is Status.DELETED:
+        return f"- {outcome.dataset}: deleted"
+    blocks = outcome.metadata_blocks + outcome.data_blocks
+    metadata = f" ({outcome.metadata_blocks} metadata)" if outcome.metadata_blocks else ""
+    parts = [f"{count(blocks, 'block')}{metadata}"]
+    if outcome.data_blocks:
+        parts.append(count(outcome.rows, "record"))
+    if run.offsets is not None:
+        parts.append(f"offsets {run.offsets[0]}-{run.offsets[1]}")
+    parts.append(f"head {run.head}")
+    return f"- {outcome.dataset}: {', '.join(parts)}"
+
+
+def _masked(message: str, secrets: set[str]) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else "no cause given"
+    for secret in sorted(secrets, key=len, reverse=True):
+        line = line.replace(secret, "***")
+    return line

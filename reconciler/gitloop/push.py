@@ -1,0 +1,104 @@
+"""Push a reconcile commit, and when the remote moved, move to its tip to reconcile again.
+
+Two runs, or a run and a person, may both have moved the branch since the run's checkout.
+Blocks of two chains are never merged or rebased: each chain's blocks link by hash, so
+two runs' blocks cannot be interleaved, and a dataset another run advanced is simply
+recomputed. So a rejected push discards the local reconcile commit, fetches, resets to
+the remote's tip and lets the caller reconcile again (reconcile is idempotent: whatever
+the other run already did is left to do no more).
+
+The branch pushed to is the current branch's upstream (``branch.<name>.remote`` and
+``branch.<name>.merge``), else ``origin`` and the current branch's own name.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import git
+
+from .worktree import RefusedError, Worktree
+
+BACKOFF_SECONDS = 1.0  # the first retry waits 0.5-1 s, the second 1-2 s, the third 2-4 s…
+BACKOFF_CAP_SECONDS = 30.0
+
+
+class PushError(RuntimeError):
+    """The push failed for another reason than a moved remote (access, network…)."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    remote: str
+    branch: str
+
+    def __str__(self) -> str:
+        return f"{self.remote}/{self.branch}"
+
+
+def upstream_of(tree: Worktree) -> Upstream:
+    """Where ``--push`` pushes: the branch's tracking configuration, else ``origin`` and
+    the branch's name; ``RefusedError`` without a branch or when that remote does not exist."""
+    branch = tree.branch()
+    if branch is None:
+        raise RefusedError("HEAD is detached: --push needs a branch checked out")
+    tracking = tree.repo.active_branch.tracking_branch()
+    if tracking is not None:
+        upstream = Upstream(tracking.remote_name, tracking.remote_head)
+    else:
+        upstream = Upstream("origin", branch)
+    if upstream.remote not in {r.name for r in tree.repo.remotes}:
+        raise RefusedError(f"there is no remote {upstream.remote!r} to push {branch} to")
+    return upstream
+
+
+def push(tree: Worktree, upstream: Upstream, base: str) -> str | None:
+    """Push HEAD (a commit on top of ``base``) to ``upstream``: None once pushed, else the
+    remote tip that moved past ``base``; ``PushError`` on any other failure."""
+    try:
+        tree.repo.git.push(
+            "--quiet", "--no-verify", upstream.remote, f"HEAD:refs/heads/{upstream.branch}"
+        )
+        return None
+    except git.GitCommandError as e:
+        refusal = _last_line(str(e.stderr))
+    tip = _fetch(tree, upstream)
+    if tip is None or tip == base:
+        raise PushError(f"git push to {upstream} failed: {refusal}")
+    if not tree.repo.is_ancestor(tree.repo.commit(base), tree.repo.commit(tip)):
+        raise PushError(
+            f"{upstream} no longer contains {base[:12]}, the commit this run started from "
+            "(was it rewritten?); not discarding local commits the remote lacks"
+        )
+    return tip
+
+
+def move_to(tree: Worktree, tip: str) -> None:
+    """Reset the checkout to ``tip``, discarding the run's unpushed commit; only
+    bookkeeping files may be uncommitted (the ODF folder was just committed)."""
+    left = [c.path for c in tree.changes() if c.tracked]
+    if left:
+        raise RefusedError(f"cannot move to the remote's tip: uncommitted changes to {left[0]}")
+    tree.repo.git.reset("--hard", "--quiet", tip)
+
+
+def backoff(attempt: int, rng: random.Random) -> float:
+    """Seconds to wait before retry ``attempt`` (1 for the first): exponential, with
+    jitter so that two runs rejected together do not retry in step."""
+    ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_SECONDS * 2 ** (attempt - 1))
+    return float(ceiling / 2 + rng.uniform(0, ceiling / 2))
+
+
+def _fetch(tree: Worktree, upstream: Upstream) -> str | None:
+    """The remote branch's tip after a fetch; None when it cannot be fetched."""
+    try:
+        tree.repo.git.fetch("--quiet", upstream.remote, upstream.branch)
+        return str(tree.repo.commit("FETCH_HEAD").hexsha)
+    except (git.GitCommandError, ValueError, git.BadName):
+        return None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip("'") if lines else "no reason given"

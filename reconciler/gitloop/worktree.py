@@ -1,0 +1,164 @@
+"""The checkout a reconcile run commits from: refused unless a commit would hold only its work.
+
+``--commit`` commits the ODF folder alone, so it refuses, before anything is applied, a
+working tree where that commit would sweep in someone else's changes or leave work
+half-done: uncommitted or untracked changes under the ODF folder, changes staged
+elsewhere (they would ride along), a merge, rebase, cherry-pick or revert in progress,
+or no committer identity. With ``--push`` a rejected push moves the checkout to the
+remote's tip (``push``), which would discard uncommitted changes to tracked files
+anywhere, so those are refused too, as is a detached HEAD (no branch to push).
+
+Lock files (``.lock``) and crash temporaries (``.pending-*``) under the ODF folder are
+the reconciler's own bookkeeping: never committed, never counted as changes, and
+removed from the index should an older version have committed them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+_IN_PROGRESS = {
+    "MERGE_HEAD": "a merge",
+    "rebase-merge": "a rebase",
+    "rebase-apply": "a rebase",
+    "CHERRY_PICK_HEAD": "a cherry-pick",
+    "REVERT_HEAD": "a revert",
+}
+_SHOWN = 5
+
+
+class RefusedError(RuntimeError):
+    """The checkout is not fit for a reconcile commit; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of ``git status``: its two status letters and path (posix, from the top)."""
+
+    index: str
+    worktree: str
+    path: str
+
+    @property
+    def tracked(self) -> bool:
+        return self.index != "?"
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """A git checkout and the ODF folder inside it that reconcile commits."""
+
+    repo: git.Repo
+    odf: str  # the ODF folder, relative to the top of the checkout (posix)
+
+    @classmethod
+    def open(cls, root: Path, odf_dir: Path) -> Worktree:
+        try:
+            repo = git.Repo(root, search_parent_directories=True)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise RefusedError(f"{root} is not in a git repository: --commit needs one") from None
+        top = Path(repo.working_tree_dir or root).resolve()
+        try:
+            odf = odf_dir.resolve().relative_to(top).as_posix()
+        except ValueError:
+            raise RefusedError(f"the ODF folder {odf_dir} is outside the checkout {top}") from None
+        return cls(repo, odf)
+
+    def head(self) -> str:
+        return str(self.repo.head.commit.hexsha)
+
+    def branch(self) -> str | None:
+        """The branch checked out; None on a detached HEAD."""
+        return None if self.repo.head.is_detached else self.repo.active_branch.name
+
+    def check(self, push: bool) -> None:
+        """Refuse (``RefusedError``) a checkout the run's commit or push would harm."""
+        git_dir = Path(self.repo.git_dir)
+        for marker, what in _IN_PROGRESS.items():
+            if (git_dir / marker).exists():
+                raise RefusedError(f"{what} is in progress: finish or abort it first")
+        if push and self.branch() is None:
+            raise RefusedError("HEAD is detached: --push needs a branch checked out")
+        try:
+            self.repo.git.var("GIT_COMMITTER_IDENT")
+        except git.GitCommandError:
+            identity = "git has no committer identity: set user.name and user.email"
+            raise RefusedError(identity) from None
+        changes = [c for c in self.changes() if not self._transient(c.path)]
+        under = [c.path for c in changes if self._under_odf(c.path)]
+        if under:
+            raise RefusedError(
+                f"{self.odf}/ has changes no reconcile run committed: {_listed(under)}; "
+                "commit or discard them first"
+            )
+        staged = [c.path for c in changes if c.tracked and c.index != " "]
+        if staged:
+            listed = _listed(staged)
+            raise RefusedError(f"changes are staged that the commit would include: {listed}")
+        modified = [c.path for c in changes if c.tracked]
+        if push and modified:
+            raise RefusedError(
+                "tracked files have uncommitted changes, which moving to the remote's tip "
+                f"after a rejected push would discard: {_listed(modified)}"
+            )
+
+    def changes(self) -> list[Change]:
+        """``git status`` of the whole checkout, untracked files one by one."""
+        out = self.repo.git.status("--porcelain=v1", "-z", "--untracked-files=all")
+        entries = iter(out.split("\0"))
+        changes = []
+        for entry in entries:
+            if not entry:
+                continue
+            change = Change(entry[0], entry[1], entry[3:])
+            if "R" in entry[:2] or "C" in entry[:2]:
+                next(entries, None)  # the path it was renamed or copied from
+            changes.append(change)
+        return changes
+
+    def commit(self, message: str) -> str | None:
+        """Stage the ODF folder (and nothing else) and commit it; the new commit's sha, or
+        None when nothing under it changed."""
+        ours = [c for c in self.changes() if self._under_odf(c.path)]
+        stage = [c.path for c in ours if not self._transient(c.path)]
+        unstage = [c.path for c in ours if c.tracked and self._transient(c.path)]
+        if stage:
+            self._with_paths(["add", "--all"], stage)
+        if unstage:
+            self._with_paths(["rm", "--cached", "--quiet"], unstage)
+        if not self.staged():
+            return None
+        # No pre-commit or commit-msg hooks: they are for people's changes, and a data
+        # repository's linters must not stop the chains from being committed.
+        self.repo.git.commit("--quiet", "--no-verify", "-m", message)
+        return self.head()
+
+    def _with_paths(self, command: list[str], paths: list[str]) -> None:
+        """Run a git command on many paths (a run may write thousands of files): through
+        a file, as no command line is long enough for them all."""
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".paths") as listing:
+            listing.write("\0".join(paths))
+            listing.flush()
+            self.repo.git.execute(
+                ["git", *command, f"--pathspec-from-file={listing.name}", "--pathspec-file-nul"]
+            )
+
+    def staged(self) -> list[str]:
+        return [p for p in self.repo.git.diff("--cached", "--name-only", "-z").split("\0") if p]
+
+    def _under_odf(self, path: str) -> bool:
+        return path == self.odf or path.startswith(self.odf + "/")
+
+    def _transient(self, path: str) -> bool:
+        name = path.rsplit("/", 1)[-1]
+        return self._under_odf(path) and (name == ".lock" or name.startswith(".pending-"))
+
+
+def _listed(paths: list[str]) -> str:
+    more = len(paths) - _SHOWN
+    shown = ", ".join(paths[:_SHOWN])
+    return f"{shown} and {more} more" if more > 0 else shown

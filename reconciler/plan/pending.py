@@ -1,0 +1,130 @@
+"""Pending data: what apply would process for a dataset even if no metadata changed.
+
+A plan fetches nothing, so what it can say honestly depends on the source. A
+``FilesGlob`` reads local files, and the next apply ingests exactly those its glob
+matches whose names come after the last file the chain ingested (its last source
+state): the planner is given the glob's listing (``planning.list_globs``: directory
+entries, never opened) and names them. A glob matching no file at all is a warning, since
+it is most often a typo that would otherwise apply as silently "up to date". A ``Url`` or
+``Container`` source only *may* have new data; finding out would mean fetching. A
+derivative's pending work is the input slices it has not consumed yet.
+
+Everything here is pure: it reads only the manifest, the chains' projections and the
+listing it is handed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..odf import models
+from ..odf.chain import ChainState
+from .desired import DesiredDataset
+from .model import Pending, Problem, Severity
+from .policies import field_location
+
+NAMED_FILES = 10  # file names listed before "and N more"
+_ETAG = "odf/etag"  # the source-state kind in which a FilesGlob records its last file's name
+
+GlobListings = Mapping[str, Sequence[str]]
+"""Per dataset name, the names of the files its ``FilesGlob`` matches now, sorted."""
+
+
+def pending_data(
+    ds: DesiredDataset, actual: Mapping[str, ChainState], listings: GlobListings | None
+) -> tuple[Pending, ...]:
+    """The source's pending data (if any) and the input slices not yet consumed.
+
+    Without ``listings`` (a caller that listed nothing) a ``FilesGlob`` is only said to
+    *may* have new data, like any other source.
+    """
+    state = actual.get(ds.name)
+    _, source = _polling_source(ds.snapshot)
+    pending: list[Pending] = []
+    if source is not None:
+        listed = _listed(source, ds.name, listings)
+        if listed is None:
+            pending.append(
+                Pending("polling-source", f"{source.fetch.kind} source may have new data")
+            )
+        elif files := _new_files(listed, state):
+            pending.append(Pending("new-files", _files_phrase(files)))
+    return (*pending, *_unconsumed_inputs(ds, actual, state))
+
+
+def empty_glob_problems(ds: DesiredDataset, listings: GlobListings | None) -> list[Problem]:
+    """A warning for a ``FilesGlob`` in force that matches no file at all, at its path."""
+    index, source = _polling_source(ds.snapshot)
+    if source is None or _listed(source, ds.name, listings) != ():
+        return []
+    assert isinstance(source.fetch, models.FetchStepFilesGlob)
+    return [
+        Problem(
+            f"FilesGlob path {source.fetch.path!r} matches no file",
+            dataset=ds.name,
+            location=field_location(ds.loaded, ("content", "metadata", index, "fetch", "path")),
+            field=f"content.metadata[{index}].fetch.path",
+            severity=Severity.WARNING,
+        )
+    ]
+
+
+def _polling_source(
+    snapshot: models.DatasetSnapshot,
+) -> tuple[int, models.SetPollingSource | None]:
+    """The polling source in force (the manifest's last ``SetPollingSource``) and its
+    index among the events; ``(-1, None)`` when there is none."""
+    found = [
+        (i, e) for i, e in enumerate(snapshot.metadata) if isinstance(e, models.SetPollingSource)
+    ]
+    return found[-1] if found else (-1, None)
+
+
+def _listed(
+    source: models.SetPollingSource, name: str, listings: GlobListings | None
+) -> tuple[str, ...] | None:
+    """The listed file names of a ``FilesGlob`` source; None for any other source, or
+    when nothing was listed (no listings given, or a path the plan refuses to follow)."""
+    if not isinstance(source.fetch, models.FetchStepFilesGlob) or listings is None:
+        return None
+    listed = listings.get(name)
+    return None if listed is None else tuple(listed)
+
+
+def _new_files(listed: Sequence[str], state: ChainState | None) -> list[str]:
+    """The files the next apply would ingest: by name, those after the last one ingested
+    (fetch's own rule, so the plan and the pull agree on every name)."""
+    last = state.last_source_state if state is not None else None
+    after = last.value if last is not None and last.kind == _ETAG else None
+    return sorted({n for n in listed if after is None or n > after})
+
+
+def _files_phrase(files: Sequence[str]) -> str:
+    """``3 new files: a.csv, b.csv, c.csv``; past ``NAMED_FILES`` names, ``and N more``."""
+    noun = "new file" if len(files) == 1 else "new files"
+    named = ", ".join(files[:NAMED_FILES])
+    more = len(files) - NAMED_FILES
+    return f"{len(files)} {noun}: {named}" + (f" and {more} more" if more > 0 else "")
+
+
+def _unconsumed_inputs(
+    ds: DesiredDataset, actual: Mapping[str, ChainState], state: ChainState | None
+) -> list[Pending]:
+    """Each input with slices past the offset this dataset consumed up to."""
+    consumed = state.inputs if state is not None else {}
+    pending: list[Pending] = []
+    for input_name in ds.inputs:
+        upstream = actual.get(input_name)
+        if upstream is None or upstream.last_offset is None or upstream.dataset_id is None:
+            continue
+        cursor = consumed.get(upstream.dataset_id)
+        done = cursor.offset if cursor is not None else None
+        if done is None or done < upstream.last_offset:
+            first = 0 if done is None else done + 1
+            pending.append(
+                Pending(
+                    "unconsumed-inputs",
+                    f"{input_name}: offsets {first}..{upstream.last_offset} not yet consumed",
+                )
+            )
+    return pending

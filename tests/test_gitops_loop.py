@@ -1,0 +1,301 @@
+"""The GitOps loop on real repositories: a bare remote, clones, and the commands CI runs.
+
+A pull request is planned against its base, merged, and a scheduled `reconcile apply
+--commit --push` commits exactly the ODF folder and pushes it. Runs that race (another
+run, a README commit pushed meanwhile) converge: the rejected run moves to the remote's
+tip and reconciles again. A failing dataset does not hold the others back, and a dirty
+odf/ is refused before anything is applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import stat
+from pathlib import Path
+
+import git
+from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
+from test_cli_apply import run
+
+from reconciler.apply import Outcome, Status
+from reconciler.gitloop.message import DatasetRun, Trailers, commit_message, referenced_secrets
+
+A = "org.example.a"
+B = "org.example.b"
+WHEN = "2026-03-01T06:00:00Z"
+
+
+def root(name: str, folder: str) -> str:
+    return manifest(name, "Root", root_events().replace("sources/*.csv", f"sources/{folder}/*.csv"))
+
+
+def remote_with(tmp_path: Path, datasets: dict[str, str]) -> Path:
+    """A bare remote whose main holds a manifest and a CSV per dataset (name: CSV text)."""
+    origin = tmp_path / "origin.git"
+    git.Repo.init(origin, bare=True, initial_branch="main")
+    seed = GitOpsRepo.create(tmp_path / "seed")
+    for i, (name, csv) in enumerate(datasets.items()):
+        folder = seed.root / "sources" / f"s{i}"
+        folder.mkdir(parents=True)
+        (folder / "part-1.csv").write_text(csv)
+        seed.write(name, root(name, f"s{i}"))
+    seed.commit("datasets")
+    repo = git.Repo(seed.root)
+    repo.create_remote("origin", str(origin)).push("main").raise_if_error()
+    return origin
+
+
+def clone(origin: Path, where: Path) -> git.Repo:
+    repo = git.Repo.clone_from(str(origin), where)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "reconciler")
+        cw.set_value("user", "email", "reconciler@example.org")
+    return repo
+
+
+def reconcile_and_push(where: Path, *extra: str) -> tuple[int, str, str]:
+    result = run(where, "apply", "--commit", "--push", "--system-time", WHEN, *extra)
+    return result.returncode, result.stdout, result.stderr
+
+
+def trailers(message: str) -> dict[str, str]:
+    last = message.strip().split("\n\n")[-1]
+    return dict(line.split(": ", 1) for line in last.splitlines())
+
+
+def odf_files(where: Path) -> list[str]:
+    return sorted(
+        p.relative_to(where).as_posix()
+        for p in (where / "odf").rglob("*")
+        if p.is_file() and p.name != ".lock"
+    )
+
+
+def head_of(where: Path, name: str) -> str:
+    return (where / "odf" / name / "refs" / "head").read_text().strip()
+
+
+CSV_A = "a,b\n1,x\n2,y\n3,z\n"
+CSV_B = "a,b\n10,p\n20,q\n"
+
+
+def test_a_merged_pull_request_is_applied_on_schedule_committed_and_pushed(
+    tmp_path: Path,
+) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+
+    # A pull request adds B; its plan is made against the base branch.
+    dev = clone(origin, tmp_path / "dev")
+    dev.git.checkout("-b", "add-b")
+    (tmp_path / "dev" / "sources" / "s1").mkdir()
+    (tmp_path / "dev" / "sources" / "s1" / "part-1.csv").write_text(CSV_B)
+    (tmp_path / "dev" / "datasets" / f"{B}.yaml").write_text(root(B, "s1"))
+    dev.git.add(A=True)
+    dev.index.commit("add b")
+    plan = run(tmp_path / "dev", "plan", "--base", "origin/main", "--detailed-exitcode")
+    assert plan.returncode == 2, plan.stderr
+
+    document = json.loads(
+        run(tmp_path / "dev", "plan", "--base", "origin/main", "--format", "json").stdout
+    )
+    assert [(d["name"], d["action"], d["changedInPr"]) for d in document["datasets"]] == [
+        (A, "create", False),
+        (B, "create", True),
+    ]
+
+    # The merge.
+    dev.git.checkout("main")
+    dev.git.merge("--no-ff", "-m", "Merge pull request: add b", "add-b")
+    dev.remote("origin").push("main").raise_if_error()
+
+    # The scheduled run.
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    planned = run(runner, "plan", "--format", "json")
+    code, out, err = reconcile_and_push(runner)
+    assert code == 0, out + err
+    pushed = git.Repo(origin).commit("main")
+    assert pushed.hexsha == git.Repo(runner).head.commit.hexsha
+    assert pushed.parents[0].message == "Merge pull request: add b\n"
+    sha = pushed.hexsha[:12]
+    assert out.splitlines()[-3:] == [
+        f"committed {sha}: reconcile: 2 datasets advanced (5 records)",
+        f"pushed {sha} to origin/main",
+        out.splitlines()[-1],
+    ]
+    run_id = trailers(str(pushed.message))["Reconcile-Run-Id"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", run_id)
+    assert pushed.message == (
+        "reconcile: 2 datasets advanced (5 records)\n"
+        "\n"
+        "Advanced:\n"
+        f"- {A}: 6 blocks (4 metadata), 3 records, offsets 0-2, head {head_of(runner, A)}\n"
+        f"- {B}: 6 blocks (4 metadata), 2 records, offsets 0-1, head {head_of(runner, B)}\n"
+        "\n"
+        f"Reconcile-Run-Id: {run_id}\n"
+        f"Reconcile-Plan-Hash: {hashlib.sha256(planned.stdout.encode()).hexdigest()}\n"
+        "Reconcile-Version: 0.1.0\n"
+    )
+    committed = sorted(pushed.stats.files)
+    assert committed == odf_files(runner)
+    assert all(f.startswith("odf/") for f in committed)
+    assert not [f for f in committed if f.endswith(".lock") or ".pending-" in f]
+    assert (runner / "odf" / ".lock").exists()  # the lock stays untracked
+    assert git.Repo(runner).is_dirty(untracked_files=False) is False
+
+
+def assert_remote_valid_with_each_record_once(origin: Path, where: Path) -> None:
+    """A fresh clone of the remote verifies, and holds each source record exactly once."""
+    clone(origin, where)
+    verify = run(where, "verify", "--integrity")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    fresh = GitOpsRepo(where)
+    stored = [rows(t, "offset", "system_time", "event_time") for t in slices(fresh.odf.dataset(A))]
+    assert stored == [[(0, 1, "x"), (0, 2, "y"), (0, 3, "z")]]
+
+
+def test_a_run_whose_push_lost_the_race_moves_to_the_remote_tip_and_finds_nothing_left(
+    tmp_path: Path,
+) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    first, second = tmp_path / "first", tmp_path / "second"
+    clone(origin, first)
+    clone(origin, second)  # both start from the same tip
+
+    code, out, err = reconcile_and_push(first)
+    assert code == 0, out + err
+    won = git.Repo(origin).commit("main")
+
+    code, out, err = reconcile_and_push(second)
+    assert code == 0, out + err
+    assert err == (
+        "push rejected: the remote moved; reconciling again from origin/main (attempt 2 of 4)\n"
+    )
+    lost = re.search(r"^committed ([0-9a-f]{12}): (.*)$", out, re.M)
+    assert lost is not None and lost.group(2) == "reconcile: 1 dataset advanced (3 records)"
+    assert out.splitlines()[-2] == "nothing to commit"
+    assert git.Repo(origin).commit("main") == won
+    assert git.Repo(second).head.commit == won
+    assert [c.summary for c in git.Repo(origin).iter_commits("main")] == [
+        "reconcile: 1 dataset advanced (3 records)",
+        "datasets",
+    ]
+    assert_remote_valid_with_each_record_once(origin, tmp_path / "fresh")
+
+
+def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_new_tip(
+    tmp_path: Path,
+) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    person = clone(origin, tmp_path / "person")
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    # Between the run's commit and its push, someone pushes a README to main (once).
+    hook = runner / ".git" / "hooks" / "post-commit"
+    hook.write_text(
+        "#!/bin/sh\n"
+        f"[ -e {tmp_path}/pushed ] && exit 0\n"
+        f"touch {tmp_path}/pushed\n"
+        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
+        f"cd {person.working_tree_dir} && echo '# Data' > README.md && git add README.md &&"
+        " git commit -q -m 'README' && git push -q origin main\n"
+    )
+    hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
+
+    code, out, err = reconcile_and_push(runner)
+    assert code == 0, out + err
+    assert err == (
+        "push rejected: the remote moved; reconciling again from origin/main (attempt 2 of 4)\n"
+    )
+    assert [c.summary for c in git.Repo(origin).iter_commits("main")] == [
+        "reconcile: 1 dataset advanced (3 records)",
+        "README",
+        "datasets",
+    ]
+    assert (runner / "README.md").read_text() == "# Data\n"
+    assert_remote_valid_with_each_record_once(origin, tmp_path / "fresh")
+
+
+def test_a_failing_dataset_exits_1_while_the_others_are_committed_and_pushed(
+    tmp_path: Path,
+) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A, B: "a,b\n10,p\nnot-a-number,q\n"})
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    code, out, err = reconcile_and_push(runner)
+    assert code == 1, out + err
+    pushed = git.Repo(origin).commit("main")
+    assert pushed.summary == "reconcile: 1 dataset advanced (3 records), 1 failed"
+    body = str(pushed.message).split("\n\n")
+    assert body[1:3] == [
+        f"Advanced:\n- {A}: 6 blocks (4 metadata), 3 records, offsets 0-2, head {head_of(runner, A)}",
+        f"Failed:\n- {B}: read failed: ReadError: {runner}/sources/s1/part-1.csv: line 3: "
+        "malformed record: not-a-number,q: column a (BIGINT): 'not-a-number' is not a valid "
+        "BIGINT",
+    ]
+    assert sorted({f.split("/")[1] for f in pushed.stats.files}) == [A]
+
+
+def test_a_dirty_odf_folder_is_refused_before_anything_is_applied(tmp_path: Path) -> None:
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    repo.write(A, root(A, "s0"))
+    repo.apply()  # A's metadata, as an earlier run committed it
+    repo.commit("a")
+    head = repo.odf.dataset(A).layout.head_ref
+    head.write_text(head.read_text() + "\n")  # a hand edit
+    (repo.root / "odf" / "notes.txt").write_text("mine")
+    repo.write(B, root(B, "s1"))
+    result = run(repo.root, "apply", "--commit")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "error: --commit refused, nothing was applied: odf/ has changes no reconcile run "
+        f"committed: odf/{A}/refs/head, odf/notes.txt; commit or discard them first\n"
+    )
+    assert repo.odf.names() == [A]
+
+
+def test_push_from_a_detached_head_is_refused_before_anything_is_applied(tmp_path: Path) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = clone(origin, tmp_path / "runner")
+    runner.git.checkout("--detach")
+    result = run(tmp_path / "runner", "apply", "--commit", "--push")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "error: --commit refused, nothing was applied: "
+        "HEAD is detached: --push needs a branch checked out\n"
+    )
+    assert odf_files(tmp_path / "runner") == []  # only the lock file was made
+
+
+def test_a_commit_message_names_causes_with_the_manifests_secrets_masked() -> None:
+    secrets = referenced_secrets(
+        ['url: "https://api.example.org/v1?key=${{ env.API_KEY }}&n=${{ env.N || 10 }}"'],
+        {"API_KEY": "s3cr3t-k3y", "N": "", "HOME": "/root"},
+    )
+    assert secrets == {"s3cr3t-k3y"}
+    runs = [
+        DatasetRun(Outcome(A, Status.UPDATED, 0, 1, 12), (40, 51), "f1620aa"),
+        DatasetRun(Outcome(B, Status.FAILED, message="fetch: 401 for key s3cr3t-k3y\ntrace")),
+        DatasetRun(Outcome("org.example.c", Status.SKIPPED, message=f"input {B} failed")),
+        DatasetRun(Outcome("org.example.d", Status.UP_TO_DATE)),
+    ]
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), secrets) == (
+        "reconcile: 1 dataset advanced (12 records), 1 failed, 1 skipped\n"
+        "\n"
+        "Advanced:\n"
+        f"- {A}: 1 block, 12 records, offsets 40-51, head f1620aa\n"
+        "\n"
+        "Failed:\n"
+        f"- {B}: fetch: 401 for key ***\n"
+        "\n"
+        "Skipped:\n"
+        f"- org.example.c: input {B} failed\n"
+        "\n"
+        "Up to date: org.example.d\n"
+        "\n"
+        "Reconcile-Run-Id: run-1\n"
+        "Reconcile-Plan-Hash: ab12\n"
+        "Reconcile-Version: 0.1.0\n"
+    )

@@ -1,0 +1,122 @@
+"""Pending data in a plan: the files a FilesGlob would ingest next, named; a glob that
+matches nothing is a counted warning; other sources only *may* have new data."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from gitops_repo import GitOpsRepo, manifest, root_events
+
+from reconciler.odf import models
+from reconciler.odf.chain import ChainState
+from reconciler.plan.builder import build_plan
+from reconciler.plan.desired import load_desired
+from reconciler.plan.model import Location, Pending, Problem, Severity
+from reconciler.plan.pending import pending_data
+from reconciler.plan.render_common import summary_sentence
+from reconciler.planning import PlanRequest, list_globs, make_plan
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NAME = "org.example.a"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitOpsRepo:
+    gitops = GitOpsRepo.create(tmp_path / "repo")
+    shutil.copytree(REPO_ROOT / "policies", gitops.root / "policies")
+    gitops.write(NAME, manifest(NAME, "Root", root_events()))
+    (gitops.root / "sources").mkdir()
+    return gitops
+
+
+def files(repo: GitOpsRepo, *names: str) -> None:
+    for name in names:
+        (repo.root / "sources" / name).write_text("a,b\n1,x\n")
+
+
+def test_a_files_glob_names_the_files_the_next_apply_would_ingest(repo: GitOpsRepo) -> None:
+    files(repo, "c.csv", "a.csv", "b.csv", "notes.txt")
+    plan = make_plan(repo.config, PlanRequest())
+    (dataset,) = plan.datasets
+    assert dataset.pending == (Pending("new-files", "3 new files: a.csv, b.csv, c.csv"),)
+    assert plan.has_changes and plan.exit_code(detailed=True) == 2
+    assert summary_sentence(plan) == "Plan: 1 to create; 1 with pending data. 0 errors, 0 warnings."
+
+
+def test_past_ten_new_files_the_rest_are_counted(repo: GitOpsRepo) -> None:
+    files(repo, *(f"f{i:02}.csv" for i in range(1, 13)))
+    (dataset,) = make_plan(repo.config, PlanRequest()).datasets
+    named = ", ".join(f"f{i:02}.csv" for i in range(1, 11))
+    assert dataset.pending == (Pending("new-files", f"12 new files: {named} and 2 more"),)
+
+
+def test_a_single_new_file_is_named_in_the_singular(repo: GitOpsRepo) -> None:
+    files(repo, "only.csv")
+    (dataset,) = make_plan(repo.config, PlanRequest()).datasets
+    assert dataset.pending == (Pending("new-files", "1 new file: only.csv"),)
+
+
+def test_only_files_named_after_the_last_ingested_one_are_pending(repo: GitOpsRepo) -> None:
+    files(repo, "a.csv", "b.csv", "c.csv", "d.csv")
+    desired = load_desired(repo.config.manifest_paths(), {})
+    listings = list_globs(repo.root, (), desired.datasets.values())
+    assert listings == {NAME: ("a.csv", "b.csv", "c.csv", "d.csv")}
+    ingested = ChainState(
+        last_source_state=models.SourceState(source_name="default", kind="odf/etag", value="b.csv")
+    )
+    ds = desired.datasets[NAME]
+    assert pending_data(ds, {NAME: ingested}, listings) == (
+        Pending("new-files", "2 new files: c.csv, d.csv"),
+    )
+    done = ChainState(
+        last_source_state=models.SourceState(source_name="default", kind="odf/etag", value="d.csv")
+    )
+    assert pending_data(ds, {NAME: done}, listings) == ()
+
+
+def test_a_glob_matching_no_file_is_a_counted_warning_naming_the_glob(repo: GitOpsRepo) -> None:
+    plan = make_plan(repo.config, PlanRequest())
+    assert plan.problems == (
+        Problem(
+            "FilesGlob path 'sources/*.csv' matches no file",
+            dataset=NAME,
+            location=Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 38),
+            field="content.metadata[0].fetch.path",
+            severity=Severity.WARNING,
+        ),
+    )
+    assert plan.datasets[0].pending == ()
+    assert summary_sentence(plan) == "Plan: 1 to create. 0 errors, 1 warning."
+    assert (plan.exit_code(detailed=False), plan.exit_code(detailed=True)) == (0, 2)
+
+
+def test_a_glob_leading_outside_is_not_listed(repo: GitOpsRepo, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.csv").write_text("a,b\n")
+    repo.write(
+        NAME, manifest(NAME, "Root", root_events().replace("sources/*.csv", "../outside/*.csv"))
+    )
+    desired = load_desired(repo.config.manifest_paths(), {})
+    assert list_globs(repo.root, (), desired.datasets.values()) == {}
+
+
+def test_a_url_source_only_may_have_new_data_and_is_not_a_change(repo: GitOpsRepo) -> None:
+    events = root_events().replace(
+        '{kind: FilesGlob, path: "sources/*.csv"}', '{kind: Url, url: "https://example.org/a.csv"}'
+    )
+    repo.write(NAME, manifest(NAME, "Root", events))
+    repo.apply()
+    plan = make_plan(repo.config, PlanRequest())
+    assert plan.datasets[0].pending == (Pending("polling-source", "Url source may have new data"),)
+    assert plan.problems == () and plan.exit_code(detailed=True) == 0
+
+
+def test_without_a_listing_a_files_glob_only_may_have_new_data(repo: GitOpsRepo) -> None:
+    files(repo, "a.csv")
+    plan = build_plan(load_desired(repo.config.manifest_paths(), {}), {})
+    assert plan.datasets[0].pending == (
+        Pending("polling-source", "FilesGlob source may have new data"),
+    )

@@ -1,0 +1,184 @@
+"""Saved plans: `reconcile apply plan.json` applies exactly what was reviewed, or nothing.
+
+A plan saved with `reconcile plan --format json --out plan.json` records what it was made
+from. Applying it plans again: any manifest, policy file or chain head that moved, or
+another reconciler version, makes it stale, and every difference is named; exit 1 and
+nothing is written. A fresh one is applied exactly, and only once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from gitops_repo import GitOpsRepo, manifest, root_events
+from test_cli_apply import run
+
+A = "org.example.a"
+B = "org.example.b"
+POLICY = """\
+rules:
+  - id: license-required
+    severity: error
+    message: every dataset needs a license
+    require_events: [SetLicense]
+"""
+
+
+def described(description: str) -> str:
+    return manifest(A, "Root", root_events().replace("Example data", description))
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> tuple[GitOpsRepo, Path]:
+    """A repository where A has a chain and B is new, and its plan saved in plan.json."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    (repo.root / "policies").mkdir()
+    (repo.root / "policies" / "metadata.yaml").write_text(POLICY)
+    repo.write(A, described("Example data"))
+    repo.apply()
+    repo.write(A, described("Readings, corrected"))
+    repo.write(B, manifest(B, "Root", root_events()))
+    repo.commit("a has a chain, b is new")
+    path = tmp_path / "plan.json"
+    planned = run(repo.root, "plan", "--format", "json", "--out", str(path))
+    assert planned.returncode == 0, planned.stderr
+    return repo, path
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def files(repo: GitOpsRepo) -> dict[str, bytes]:
+    """Every file under odf/ but the lock, with its bytes."""
+    return {
+        p.relative_to(repo.root).as_posix(): p.read_bytes()
+        for p in sorted(repo.config.odf_dir.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def assert_refused(repo: GitOpsRepo, path: Path, *differences: str, alias: bool = False) -> None:
+    before = files(repo)
+    args = ("--apply", str(path)) if alias else ("apply", str(path))
+    result = run(repo.root, *args)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr == (
+        f"error: the saved plan {path} is stale; nothing was applied:\n"
+        + "".join(f"  - {d}\n" for d in differences)
+    )
+    assert result.stdout == ""
+    assert files(repo) == before
+
+
+def test_a_saved_plan_records_fingerprints_of_manifests_policies_heads_and_version(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    repo, path = saved
+    fingerprints = json.loads(path.read_text())["fingerprints"]
+    assert sorted(fingerprints) == ["heads", "manifests", "policies", "reconcilerVersion"]
+    assert fingerprints["reconcilerVersion"] == "0.1.0"
+    assert fingerprints["manifests"] == {
+        f"datasets/{A}.yaml": sha256(described("Readings, corrected")),
+        f"datasets/{B}.yaml": sha256(manifest(B, "Root", root_events())),
+    }
+    assert fingerprints["policies"] == {"policies/metadata.yaml": sha256(POLICY)}
+    assert fingerprints["heads"] == {A: str(repo.odf.dataset(A).head())}
+
+
+def test_a_saved_plan_whose_manifest_changed_is_refused(saved: tuple[GitOpsRepo, Path]) -> None:
+    repo, path = saved
+    repo.write(A, described("Readings, corrected twice"))
+    assert_refused(repo, path, f"manifest datasets/{A}.yaml changed")
+
+
+def test_a_saved_plan_is_refused_when_a_manifest_was_added(saved: tuple[GitOpsRepo, Path]) -> None:
+    repo, path = saved
+    repo.write("org.example.c", manifest("org.example.c", "Root", root_events()))
+    assert_refused(repo, path, "manifest datasets/org.example.c.yaml added")
+
+
+def test_a_saved_plan_is_refused_when_a_manifest_was_removed(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    repo, path = saved
+    repo.remove(B)
+    assert_refused(repo, path, f"manifest datasets/{B}.yaml removed")
+
+
+def test_a_saved_plan_whose_policy_file_changed_is_refused(saved: tuple[GitOpsRepo, Path]) -> None:
+    repo, path = saved
+    (repo.root / "policies" / "metadata.yaml").write_text(POLICY.replace("error", "warning"))
+    assert_refused(repo, path, "policy file policies/metadata.yaml changed")
+
+
+def test_a_saved_plan_is_refused_when_a_chain_head_moved(saved: tuple[GitOpsRepo, Path]) -> None:
+    repo, path = saved
+    planned_at = str(repo.odf.dataset(A).head())
+    repo.remove(B)  # only A's manifest is applied, then both are restored
+    repo.apply()
+    repo.write(B, manifest(B, "Root", root_events()))
+    now = str(repo.odf.dataset(A).head())
+    assert now != planned_at
+    assert_refused(repo, path, f"chain head of {A} moved: planned at {planned_at}, now {now}")
+
+
+def test_a_saved_plan_made_by_another_reconciler_version_is_refused(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    repo, path = saved
+    document = json.loads(path.read_text())
+    document["fingerprints"]["reconcilerVersion"] = "0.0.9"
+    path.write_text(json.dumps(document, indent=2))
+    assert_refused(repo, path, "reconciler version 0.0.9 planned, 0.1.0 applying", alias=True)
+
+
+def test_a_stale_saved_plan_names_every_difference_at_once(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    repo, path = saved
+    document = json.loads(path.read_text())
+    document["fingerprints"]["reconcilerVersion"] = "0.0.9"
+    path.write_text(json.dumps(document, indent=2))
+    repo.write(A, described("Readings, corrected twice"))
+    repo.remove(B)
+    repo.write("org.example.c", manifest("org.example.c", "Root", root_events()))
+    (repo.root / "policies" / "metadata.yaml").write_text(POLICY.replace("error", "warning"))
+    assert_refused(
+        repo,
+        path,
+        f"manifest datasets/{A}.yaml changed",
+        f"manifest datasets/{B}.yaml removed",
+        "manifest datasets/org.example.c.yaml added",
+        "policy file policies/metadata.yaml changed",
+        "reconciler version 0.0.9 planned, 0.1.0 applying",
+    )
+
+
+def test_a_fresh_saved_plan_is_applied_exactly_and_then_is_stale(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    repo, path = saved
+    a_before = str(repo.odf.dataset(A).head())
+    document = json.loads(path.read_text())
+    assert [
+        (d["name"], d["action"], [e["kind"] for e in d["events"]]) for d in document["datasets"]
+    ] == [
+        (A, "update", ["SetInfo"]),
+        (B, "create", ["SetPollingSource", "SetInfo", "SetLicense"]),
+    ]
+
+    applied = run(repo.root, "apply", str(path), "--system-time", "2026-03-01T00:00:00Z")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert repo.plan().counts()["unchanged"] == 2  # the chains now match the manifests
+    a_after = str(repo.odf.dataset(A).head())
+    b_after = str(repo.odf.dataset(B).head())
+    assert_refused(
+        repo,
+        path,
+        f"chain head of {A} moved: planned at {a_before}, now {a_after}",
+        f"chain {B} created (head {b_after})",
+    )
