@@ -53,15 +53,8 @@ def export_folder(repo_root: Path, ref: str, folder: Path, target: Path) -> bool
     Used to judge a pull request by the policies of its base branch: otherwise a change
     could relax the very rules that review it.
     """
-    try:
-        repo = git.Repo(repo_root, search_parent_directories=True)
-        tree = repo.commit(ref).tree
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.BadName, ValueError) as e:
-        raise GitError(f"cannot read {ref!r} in {repo_root}: {e}") from None
-    top = Path(repo.working_tree_dir or repo_root).resolve()
-    try:
-        sub = tree / folder.resolve().relative_to(top).as_posix()
-    except (KeyError, ValueError):
+    sub = _object_at(repo_root, ref, folder)
+    if not isinstance(sub, git.Tree):
         return False
     for item in sub.traverse():
         if isinstance(item, git.Blob):
@@ -76,6 +69,16 @@ def file_at(repo_root: Path, ref: str, path: Path) -> str | None:
 
     Used to confine a pull request's sources by the base branch's ``source_roots``.
     """
+    blob = _object_at(repo_root, ref, path)
+    if not isinstance(blob, git.Blob):
+        return None
+    data: bytes = blob.data_stream.read()
+    return data.decode("utf-8", errors="replace")
+
+
+def _object_at(repo_root: Path, ref: str, path: Path) -> git.Blob | git.Tree | None:
+    """The file or folder ``path`` (in the working tree) as it is at ``ref``; None if it
+    did not exist there."""
     try:
         repo = git.Repo(repo_root, search_parent_directories=True)
         tree = repo.commit(ref).tree
@@ -83,13 +86,10 @@ def file_at(repo_root: Path, ref: str, path: Path) -> str | None:
         raise GitError(f"cannot read {ref!r} in {repo_root}: {e}") from None
     top = Path(repo.working_tree_dir or repo_root).resolve()
     try:
-        blob = tree / path.resolve().relative_to(top).as_posix()
+        found = tree / path.resolve().relative_to(top).as_posix()
     except (KeyError, ValueError):
         return None
-    if not isinstance(blob, git.Blob):
-        return None
-    data: bytes = blob.data_stream.read()
-    return data.decode("utf-8", errors="replace")
+    return found if isinstance(found, git.Blob | git.Tree) else None
 
 
 def head_commit(repo_root: Path) -> str | None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import gitops
-from .config import RepoConfig, source_roots_of
+from .config import ConfigError, RepoConfig, source_roots_of
 from .odf import models
 from .odf.codec import decode_block
 from .odf.repository import OdfRepository
@@ -34,6 +36,9 @@ from .plan.policies import PolicySet, evaluate, load_policies
 from .root_history import history_reader
 from .source_paths import OutsideError, SourceRoots, glob_matches
 
+if TYPE_CHECKING:
+    from .engine.session import SparkSettings
+
 
 @dataclass(frozen=True)
 class PlanRequest:
@@ -43,9 +48,10 @@ class PlanRequest:
     prune: bool = False
 
 
-def spark_validator(config: RepoConfig) -> QueryValidator:
+def spark_validator(config: RepoConfig, base_ref: str | None = None) -> QueryValidator:
     """Validate queries on the repository's Spark settings, starting Spark lazily; without
-    an engine it raises the planner's ``EngineUnavailableError``."""
+    an engine it raises the planner's ``EngineUnavailableError``. With ``base_ref`` the
+    settings are the base branch's: a pull request cannot configure the JVM that judges it."""
 
     def validate(
         dataset: str, inputs: Mapping[str, Sequence[Column]], transform: models.TransformSql
@@ -54,12 +60,26 @@ def spark_validator(config: RepoConfig) -> QueryValidator:
         from .engine.query_check import check_query
 
         try:
-            spark = session.get_spark(session.SparkSettings.load(config.root))
+            spark = session.get_spark(_spark_settings(config, base_ref))
         except session.EngineUnavailableError as e:
             raise EngineUnavailableError(str(e)) from None
         return check_query(spark, dataset, inputs, transform)
 
     return validate
+
+
+def _spark_settings(config: RepoConfig, base_ref: str | None) -> SparkSettings:
+    """``[tool.reconciler.spark]`` of the working tree, or of ``base_ref`` when given."""
+    from .engine.session import SparkSettings
+
+    if base_ref is None:
+        return SparkSettings.load(config.root)
+    text = gitops.file_at(config.root, base_ref, config.root / "pyproject.toml")
+    try:
+        document = tomllib.loads(text) if text is not None else {}
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"pyproject.toml at {base_ref}: {e}") from None
+    return SparkSettings.of_pyproject(document)
 
 
 def _base_policies(config: RepoConfig, base_ref: str) -> PolicySet | None:
@@ -144,7 +164,9 @@ def make_plan(
     plan = build_plan(
         desired,
         actual,
-        validator=validator if validator is not None else spark_validator(config),
+        validator=(
+            validator if validator is not None else spark_validator(config, request.base_ref)
+        ),
         policies=judge,
         options=options,
         problems=problems,

@@ -27,9 +27,14 @@ EXAMPLES = (
 )
 
 
-def run(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    root: Path, *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``reconcile -C root ARGS``, or ``reconcile ARGS`` run in ``cwd`` when it is given."""
+    where = [] if cwd is not None else ["-C", str(root)]
     return subprocess.run(
-        [sys.executable, "-m", "reconciler", "-C", str(root), *args],
+        [sys.executable, "-m", "reconciler", *where, *args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         check=False,
@@ -38,15 +43,34 @@ def run(root: Path, *args: str, stdin: str | None = None) -> subprocess.Complete
     )
 
 
-def test_the_examples_ingest_on_a_fresh_copy_and_then_are_up_to_date(tmp_path: Path) -> None:
-    repo = GitOpsRepo.create(tmp_path / "repo")
-    shutil.rmtree(repo.root / "datasets")
-    for folder in ("datasets", "sources", "policies"):
-        shutil.copytree(REPO_ROOT / folder, repo.root / folder)
-    shutil.copy(REPO_ROOT / "pyproject.toml", repo.root)
-    repo.commit("examples")
+QUICKSTART = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && reconcile"
 
-    first = run(repo.root, "--system-time", "2026-11-21T06:00:00Z")
+
+def fresh_clone(target: Path) -> GitOpsRepo:
+    """Every file git tracks in this checkout, in a new repository with nothing beside
+    it: what a user has after cloning (the package itself is already installed here)."""
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "-z"], capture_output=True, check=True
+    ).stdout.decode()
+    repo = GitOpsRepo.create(target)
+    for name in filter(None, tracked.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target / name)
+    repo.commit("clone")
+    return repo
+
+
+def test_the_readme_quickstart_ingests_the_examples_on_a_fresh_clone_then_is_up_to_date(
+    tmp_path: Path,
+) -> None:
+    assert f"```sh\n{QUICKSTART}\n```" in (REPO_ROOT / "README.md").read_text()
+    repo = fresh_clone(tmp_path / "alone" / "clone")
+    assert sorted(p.name for p in (tmp_path / "alone").iterdir()) == ["clone"]
+
+    # The quickstart's last command, `reconcile`, run in the clone as the README says.
+    first = run(repo.root, "--system-time", "2026-11-21T06:00:00Z", cwd=repo.root)
     assert first.returncode == 0, first.stdout + first.stderr
     assert [line for line in normal(first.stdout) if " START " not in line][-7:] == [
         "HH:MM:SS OK    org.example.bank.transactions updated: 9 blocks (5 metadata), 24 records in N s",

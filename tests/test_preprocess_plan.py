@@ -80,6 +80,7 @@ def test_a_sandbox_escape_in_a_preprocess_query_fails_the_plan(
         error="step `output`: not allowed: calls xpath_string, whose XML parser fetches"
         " external DTDs",
         line=1,
+        step="output",
     )
     assert plan.has_errors
 
@@ -160,7 +161,12 @@ def test_merge_keys_are_checked_against_the_preprocess_output(
             " its columns are: id, b",
             "content.metadata[0].merge.primaryKey[0]",
             f"{file}:15:44",
-        )
+        ),
+        (
+            "FilesGlob path 'sources/*.csv' matches no file",
+            "content.metadata[0].fetch.path",
+            f"{file}:8:38",
+        ),
     ]
     assert plan.has_errors
 
@@ -181,6 +187,7 @@ def test_a_system_column_name_or_a_bad_event_time_in_the_output_is_a_problem(
             " it must be a DATE or a TIMESTAMP",
             "content.metadata[0].preprocess",
         ),
+        ("FilesGlob path 'sources/*.csv' matches no file", "content.metadata[0].fetch.path"),
     ]
     assert isinstance(problems[0], Problem)
 

@@ -40,8 +40,8 @@ def sql(query: str | None = None, *steps: tuple[str, str]) -> TransformSql:
     return TransformSql(engine="spark", query=query, queries=queries)
 
 
-def failure(error: str, line: int | None) -> QueryCheck:
-    return QueryCheck(dataset="acme.out", ok=False, error=error, line=line)
+def failure(error: str, line: int | None, step: str | None = None) -> QueryCheck:
+    return QueryCheck(dataset="acme.out", ok=False, error=error, line=line, step=step)
 
 
 def test_single_query_gives_output_columns(spark: SparkSession) -> None:
@@ -97,6 +97,7 @@ def test_unknown_column_names_it_and_its_line(spark: SparkSession) -> None:
         " parameter with name `nope` cannot be resolved. Did you mean one of the following?"
         " [`op`, `offset`, `amount`, `order_id`, `event_time`].",
         line=3,
+        step="output",
     )
 
 
@@ -111,6 +112,7 @@ def test_error_in_an_aliased_step_names_the_step(spark: SparkSession) -> None:
         " parameter with name `missing` cannot be resolved. Did you mean one of the following?"
         " [`amount`, `offset`, `op`, `order_id`, `event_time`].",
         line=4,
+        step="ids",
     )
 
 
@@ -118,7 +120,9 @@ def test_syntax_error_gives_its_line(spark: SparkSession) -> None:
     query = "SELECT order_id\nFROM orders\nWHERE (amount > 1"
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(query))
     assert check == failure(
-        "step `output`: [PARSE_SYNTAX_ERROR] Syntax error at or near end of input.", line=3
+        "step `output`: [PARSE_SYNTAX_ERROR] Syntax error at or near end of input.",
+        line=3,
+        step="output",
     )
 
 
@@ -128,6 +132,7 @@ def test_table_outside_the_inputs_is_not_found(spark: SparkSession) -> None:
         "step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `other` cannot be found."
         " Verify the spelling and correctness of the schema and catalog.",
         line=1,
+        step="output",
     )
 
 
@@ -139,6 +144,7 @@ def test_files_cannot_be_read_by_path(spark: SparkSession, tmp_path: Path) -> No
         f"step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `parquet`.`{path}` cannot"
         " be found. Verify the spelling and correctness of the schema and catalog.",
         line=1,
+        step="output",
     )
 
 
@@ -152,6 +158,7 @@ def test_statements_are_refused_without_running(spark: SparkSession, statement: 
         "step `output`: only a query (SELECT, WITH, VALUES, TABLE) may be a step;"
         " Spark would execute this statement",
         line=None,
+        step="output",
     )
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"
     assert not spark.catalog.tableExists("leaked")

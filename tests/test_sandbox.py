@@ -289,7 +289,7 @@ def test_escape_in_an_earlier_step_names_that_step(spark: SparkSession, bait: Pa
     transform = sql("SELECT * FROM stolen", ("stolen", "SELECT *\nFROM orders\nJOIN secret"))
     check = check_query(spark, "acme.out", INPUTS, transform)
     assert check == QueryCheck(
-        dataset="acme.out", ok=False, error=f"step `stolen`: {SECRET_VIEW}", line=3
+        dataset="acme.out", ok=False, error=f"step `stolen`: {SECRET_VIEW}", line=3, step="stolen"
     )
 
 
@@ -301,6 +301,7 @@ def test_reflection_error_gives_its_line(spark: SparkSession) -> None:
         ok=False,
         error="step `output`: not allowed: calls Java reflection (reflect)",
         line=3,
+        step="output",
     )
 
 

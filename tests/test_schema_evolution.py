@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest_spark import TEST_SETTINGS
 from gitops_repo import (
     GitOpsRepo,
     derivative_events,
@@ -27,11 +28,13 @@ from typer.testing import CliRunner
 
 from reconciler.apply import Status
 from reconciler.cli import app
+from reconciler.engine.session import get_spark
 from reconciler.odf import Timestamp, models
 from reconciler.odf.arrow_schema import decode_arrow_schema
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.repository import Dataset
 from reconciler.plan.model import Action, ChangeClass
+from reconciler.planning import PlanRequest, make_plan
 from reconciler.verify import dataset_names, verify_dataset
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -265,6 +268,16 @@ def test_a_preprocess_query_that_drops_a_column_fails_the_pull_and_writes_nothin
     root(repo, preprocess="SELECT observed_at, station, temp > 2 AS warm FROM input")
     source(repo, "obs-2.csv", "observed_at,station,temp\n2026-01-02T00:00:00Z,a,3.5\n")
     repo.commit()
+    # The plan compares the new preprocess output with the old one and calls it breaking
+    # (the shipped policies then require the override, and the override recreates); this
+    # repository has no policies, so apply goes on and the pull refuses the data.
+    get_spark(TEST_SETTINGS)
+    plan = make_plan(repo.config, PlanRequest())
+    (change,) = [e for d in plan.datasets for e in d.events]
+    assert (change.change_class, change.reasons[-1]) == (
+        ChangeClass.BREAKING,
+        "drops or renames columns: temp",
+    )
     (result,) = reconcile(repo.root, at(2))
     error = result.message[result.message.index("IncompatibleSchemaError: ") :]
     assert (result.status, error) == (

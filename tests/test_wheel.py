@@ -227,9 +227,8 @@ def test_the_installed_cli_plans_and_applies_a_repository_that_holds_no_reconcil
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.splitlines() == [
         f"= {DATASET} (Root) unchanged",
-        "    pending data: polling-source: FilesGlob source may have new data",
         "",
-        "Plan: 1 unchanged; 1 with pending data. 0 errors, 0 warnings.",
+        "Plan: 1 unchanged. 0 errors, 0 warnings.",
     ]
 
 
@@ -239,7 +238,7 @@ def test_the_installed_reconcile_init_writes_the_scaffold_from_the_wheel(
     result = installed.run(tmp_path, "reconcile", "init", "team-data")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == (
-        f"15 files written in {tmp_path / 'team-data'}: next, `reconcile plan`"
+        f"17 files written in {tmp_path / 'team-data'}: next, `reconcile plan`"
     )
     project = tomllib.loads((installed.source / "pyproject.toml").read_text())["project"]
     workflow = (tmp_path / "team-data" / ".github" / "workflows" / "reconcile.yml").read_text()

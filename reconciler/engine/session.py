@@ -87,8 +87,16 @@ class SparkSettings:
         """Read ``[tool.reconciler.spark]``, then apply ``RECONCILER_SPARK_MASTER`` and
         ``RECONCILER_SPARK_CONF`` (``key=value;key=value``) from ``environ``
         (default: the process environment), which win over the file."""
+        return cls.of_pyproject(_read_toml(repo_root / "pyproject.toml"), environ)
+
+    @classmethod
+    def of_pyproject(
+        cls, pyproject: dict[str, Any], environ: Mapping[str, str] | None = None
+    ) -> SparkSettings:
+        """The settings of a parsed ``pyproject.toml`` (with the environment's overrides):
+        a pull request's plan takes them from the base branch's file, since a Spark conf
+        such as ``spark.driver.extraJavaOptions`` would run code of the PR's choosing."""
         env = os.environ if environ is None else environ
-        pyproject = _read_toml(repo_root / "pyproject.toml")
         table = _table(pyproject, "tool.reconciler.spark")
         conf_table = _table(pyproject, "tool.reconciler.spark.conf")
         conf = {key: _conf_value(key, value) for key, value in _flatten(conf_table)}

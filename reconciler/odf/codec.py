@@ -345,9 +345,16 @@ def _defaults(model_class: type[models.OdfModel]) -> dict[str, Any]:
 
 def _build(model_class: type[models.OdfModel], values: dict[str, Any]) -> Any:
     """What ``model_construct`` builds (defaults filled in, the given fields marked set),
-    without its per-call overhead, which dominates decoding a small table."""
+    without its per-call overhead, which dominates decoding a small table. The fields
+    keep their declaration order, as pydantic serialises ``__dict__`` in its order."""
+    defaults = _defaults(model_class)
+    fields = {
+        name: values[name] if name in values else defaults[name]
+        for name in model_class.model_fields
+        if name in values or name in defaults
+    }
     model = object.__new__(model_class)
-    object.__setattr__(model, "__dict__", {**_defaults(model_class), **values})
+    object.__setattr__(model, "__dict__", fields)
     object.__setattr__(model, "__pydantic_fields_set__", set(values))
     object.__setattr__(model, "__pydantic_extra__", None)
     object.__setattr__(model, "__pydantic_private__", None)

@@ -365,9 +365,22 @@ class _QueryChecker:
         before = self._validate(
             plan.name, {a: c for a, c in old_inputs.items() if c is not None}, old.transform
         )
-        if before is None or not before.ok or before.output_schema == check.output_schema:
+        if before is None or not before.ok:
             return replace(plan, query=check)
-        change = schema_change(before.output_schema, check.output_schema)
+        return self._output_changed(plan, event, before.output_schema, check)
+
+    def _output_changed(
+        self,
+        plan: DatasetPlan,
+        event: EventChange,
+        before: tuple[Column, ...] | None,
+        check: QueryCheck,
+    ) -> DatasetPlan:
+        """``plan`` with ``event`` classed by how the query's output columns change from
+        ``before``: what apply would refuse (a dropped or retyped column) is breaking."""
+        if before == check.output_schema:
+            return replace(plan, query=check)
+        change = schema_change(before, check.output_schema)
         change_class, reasons = classify_schema(change)
         worst = max(change_class, ChangeClass.NEEDS_VALIDATION, key=lambda c: c.rank)
         updated = replace(
@@ -399,7 +412,27 @@ class _QueryChecker:
             self.problems += output_problems(ds.loaded, index, source, check.output_schema or ())
         last = checks[-1][2]
         found = tuple(what for _, _, check in checks for what in check.nondeterministic)
-        return replace(plan, query=replace(last, nondeterministic=found))
+        checked = replace(last, nondeterministic=found)
+        return self._preprocess_output_change(plan, ds.name, checked)
+
+    def _preprocess_output_change(
+        self, plan: DatasetPlan, name: str, check: QueryCheck
+    ) -> DatasetPlan:
+        """Compare the new preprocess output with what the replaced source made (its own
+        preprocess output, or its read schema), so a preprocess that drops or retypes a
+        column is breaking in the plan rather than an IncompatibleSchemaError at apply."""
+        event = next((e for e in plan.events if e.kind == "SetPollingSource"), None)
+        if event is None or event.before is None:
+            return replace(plan, query=check)
+        old = models.SetPollingSource.model_validate(event.before)
+        if old.preprocess is None:
+            before = declared_columns(old)
+        else:
+            previous = self._preprocess(name, old)
+            before = previous.output_schema if previous is not None and previous.ok else None
+        if before is None:
+            return replace(plan, query=check)
+        return self._output_changed(plan, event, before, check)
 
     def _preprocess(self, name: str, source: SourceEvent) -> QueryCheck | None:
         """The check of ``source``'s preprocess query, or None when it cannot be made:

@@ -1,0 +1,57 @@
+"""A pull request's plan runs on the base branch's Spark settings, not its own.
+
+Analysing a query starts a JVM with the repository's ``[tool.reconciler.spark]`` conf, and
+a conf such as ``spark.driver.extraJavaOptions`` runs code of its author's choosing: a pull
+request must not be able to set it for the plan that judges it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+
+from reconciler.config import RepoConfig
+from reconciler.planning import _spark_settings
+
+PR_SPARK = """[tool.reconciler.spark]
+master = "local[1]"
+
+[tool.reconciler.spark.conf]
+"spark.driver.extraJavaOptions" = "-javaagent:/tmp/evil.jar"
+"""
+
+
+def _repo(root: Path, base_pyproject: str | None) -> git.Repo:
+    root.mkdir()
+    repo = git.Repo.init(root, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "test")
+        cw.set_value("user", "email", "test@example.org")
+    (root / "datasets").mkdir()
+    (root / "datasets" / "README").write_text("manifests\n")
+    if base_pyproject is not None:
+        (root / "pyproject.toml").write_text(base_pyproject)
+    repo.git.add(A=True)
+    repo.index.commit("base")
+    repo.git.checkout("-b", "pr")
+    (root / "pyproject.toml").write_text(PR_SPARK)
+    repo.git.add(A=True)
+    repo.index.commit("pr: configure the JVM")
+    return repo
+
+
+def test_a_pull_request_plan_takes_spark_settings_from_the_base_branch(tmp_path: Path) -> None:
+    _repo(tmp_path / "repo", '[tool.reconciler.spark]\nmaster = "local[2]"\n')
+    config = RepoConfig.load(tmp_path / "repo")
+    base = _spark_settings(config, "main")
+    assert (base.master, base.conf) == ("local[2]", ())
+    own = _spark_settings(config, None)
+    assert own.master == "local[1]"
+    assert own.conf == (("spark.driver.extraJavaOptions", "-javaagent:/tmp/evil.jar"),)
+
+
+def test_a_base_without_pyproject_gives_the_default_spark_settings(tmp_path: Path) -> None:
+    _repo(tmp_path / "repo", None)
+    settings = _spark_settings(RepoConfig.load(tmp_path / "repo"), "main")
+    assert (settings.master, settings.conf) == ("local[*]", ())
