@@ -36,6 +36,8 @@ from pathlib import Path
 
 LOCK_FILE = ".lock"
 _POLL_SECONDS = 0.1
+_RECORD_WAITS = 20
+"""How many times (every half poll) a refused run looks for the holder's record: 1 s."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,17 @@ def repository_lock(root: Path, command: str, timeout: float = 0) -> Iterator[No
         os.close(fd)  # releases the flock
 
 
+def _holder(root: Path) -> LockHolder | None:
+    """The holder's record, waiting a moment for it: a run writes its record just after
+    it takes the lock, so a run refused in between would otherwise name nobody."""
+    for _ in range(_RECORD_WAITS):
+        holder = read_holder(root)
+        if holder is not None:
+            return holder
+        time.sleep(_POLL_SECONDS / 2)
+    return read_holder(root)
+
+
 def _acquire(path: Path, timeout: float) -> int:
     """An open descriptor of ``path`` with the exclusive flock taken."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,9 +169,7 @@ def _acquire(path: Path, timeout: float) -> int:
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 os.close(fd)
-                raise RepositoryLockedError(
-                    path.parent, read_holder(path.parent), timeout
-                ) from None
+                raise RepositoryLockedError(path.parent, _holder(path.parent), timeout) from None
             time.sleep(_POLL_SECONDS)
         except BaseException:
             os.close(fd)
