@@ -17,6 +17,8 @@ Prints figures only; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import resource
 import shutil
 import sys
 import tempfile
@@ -69,11 +71,24 @@ def new_dataset(root: Path, name: str, glob: str, merge: models.MergeStrategy) -
     dataset.append_event(source, when)
 
 
-def timed_pull(root: Path, name: str, context: IngestContext) -> tuple[float, int]:
+def reset_peak() -> None:
+    """Start a new peak: Linux resets the high-water mark ru_maxrss reports on "5"."""
+    with contextlib.suppress(OSError):  # elsewhere the peak is the process's since start
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_mb() -> float:
+    """The Python driver's peak resident memory (ru_maxrss, KiB on Linux) in MB since the
+    last reset_peak(). The JVM and Spark's Python workers are other processes."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timed_pull(root: Path, name: str, context: IngestContext) -> tuple[float, int, float]:
     dataset = OdfRepository(root / "odf").dataset(name)
+    reset_peak()
     start = time.perf_counter()
     result = pull_polling(dataset, context)
-    return time.perf_counter() - start, result.rows
+    return time.perf_counter() - start, result.rows, peak_mb()
 
 
 def main() -> None:
@@ -112,12 +127,13 @@ def main() -> None:
                 root.mkdir()
                 new_dataset(root, label, str(big), merge)
                 runs.append(timed_pull(root, label, context))
-            seconds, rows = min(runs)
+            seconds, rows, _ = min(runs)
             print(
                 f"{label:8s} ingest: {seconds:.2f} s ({rows / seconds:,.0f} rows/s), "
                 f"{seconds / baseline:.1f}x the baseline (runs: "
-                + ", ".join(f"{s:.2f} s" for s, _ in runs)
-                + ")"
+                + ", ".join(f"{s:.2f} s" for s, _, _ in runs)
+                + "); driver peak RSS per run: "
+                + ", ".join(f"{m:.0f} MB" for _, _, m in runs)
             )
 
         print(f"\n1st vs {args.rounds}th ingest of {args.batch:,} new rows")
@@ -125,19 +141,22 @@ def main() -> None:
             root = work / f"rounds-{label}"
             (root / "in").mkdir(parents=True)
             new_dataset(root, label, str(root / "in" / "*.csv"), merge)
-            times = []
+            times, peaks = [], []
             for i in range(args.rounds):
                 if label == "Snapshot":
                     ids = np.arange(args.batch)  # same keys, new values: state stays the same size
                 else:
                     ids = np.arange(i * args.batch, (i + 1) * args.batch)
                 write_csv(root / "in" / f"batch-{i:04d}.csv", ids, seed=100 + i)
-                times.append(timed_pull(root, label, context)[0])
+                seconds, _, peak = timed_pull(root, label, context)
+                times.append(seconds)
+                peaks.append(peak)
             first, second, last = times[0], times[1], times[-1]
             n = args.rounds
             print(
                 f"{label:8s} 1st {first:.2f} s, 2nd {second:.2f} s, {n}th {last:.2f} s:"
-                f" {n}th/1st = {last / first:.2f}, {n}th/2nd = {last / second:.2f}"
+                f" {n}th/1st = {last / first:.2f}, {n}th/2nd = {last / second:.2f};"
+                f" driver peak RSS per run up to {max(peaks):.0f} MB"
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -2,8 +2,9 @@
 
 Why: after roots, a scheduled reconcile spends its time running derivative queries. The
 question is what an ODF transform (reading the input's new slice in offset order, running
-the query, putting its output in a deterministic order, collecting the result to Arrow,
-adding system columns, writing one Parquet slice, hashing it physically and logically,
+the query, putting its output in a deterministic order, having a Spark task write it as
+one Parquet slice with its system columns, hashing it physically and logically by
+streaming the file,
 writing the watermark checkpoint and appending blocks) costs on top of the cheapest Spark
 job that runs the same SQL, over a view of the root's Parquet data file, written with
 ``df.write.parquet`` in the same session.
@@ -21,6 +22,8 @@ Each transform is timed alone by wrapping ``run_derivative`` as ``apply`` calls 
 parts are timed by wrapping the functions it calls (see ``Probe``). A second baseline
 sorts the rows by offset before the query, as the transform reads its input, to show
 what that order costs. Finally a reconcile with nothing new shows the no-op cost.
+Each reconcile also prints the Python driver's peak resident memory (``ru_maxrss``; the
+JVM and Spark's Python workers are other processes), which the slice never enters.
 
 The machine's load average is printed at the start and the end: on a shared machine the
 figures are only as good as it is quiet.
@@ -32,7 +35,9 @@ Prints figures only; asserts nothing about timing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -50,7 +55,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import reconciler.apply
-import reconciler.odf.slices
 import reconciler.transform.execute
 import reconciler.transform.run
 from reconciler.apply import Outcome, apply_plan
@@ -183,11 +187,7 @@ class Probe:
 
     @contextmanager
     def transforms(self) -> Iterator[None]:
-        execute, run, slices = (
-            reconciler.transform.execute,
-            reconciler.transform.run,
-            reconciler.odf.slices,
-        )
+        execute, run = reconciler.transform.execute, reconciler.transform.run
         undo = [
             self.wrap(reconciler.apply, "run_derivative", "total", starts=True),
             self.wrap(run, "next_inputs", "inputs"),
@@ -196,11 +196,9 @@ class Probe:
             self.wrap(run, "commit", "commit"),
             self.wrap(execute, "_input_frame", "input_frame"),
             self.wrap(execute, "apply_transform", "analyse"),
-            self.wrap(execute, "_with_system_columns", "system_columns"),
-            self.wrap(execute, "write_slice", "write_slice"),
+            self.wrap(execute, "write_frame", "write_slice"),
+            self.wrap(execute, "hash_file", "hash"),
             self.wrap(execute, "_write_checkpoint", "checkpoint"),
-            self.wrap(slices, "physical_hash", "physical_hash"),
-            self.wrap(slices, "logical_hash", "logical_hash"),
         ]
         try:
             yield
@@ -226,10 +224,25 @@ class Reconciled:
     """When each dataset was done, in seconds into apply."""
     validated: list[str]
     """The datasets whose query the plan validated."""
+    peak_mb: float
+    """The Python driver's peak resident memory during the reconcile."""
+
+
+def reset_peak() -> None:
+    """Start a new peak: Linux resets the high-water mark ru_maxrss reports on "5"."""
+    with contextlib.suppress(OSError):  # elsewhere the peak is the process's since start
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_mb() -> float:
+    """The Python driver's peak resident memory (ru_maxrss, KiB on Linux) in MB since the
+    last reset_peak(). The JVM and Spark's Python workers are other processes."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def reconcile(root: Path, context: IngestContext) -> Reconciled:
     """Plan, then apply, as ``reconcile`` does, on this process's Spark session."""
+    reset_peak()
     config = RepoConfig.load(root)
     validated: list[str] = []
     start = time.perf_counter()
@@ -249,7 +262,7 @@ def reconcile(root: Path, context: IngestContext) -> Reconciled:
     for o in outcomes:
         if o.status.value in ("failed", "skipped"):
             raise SystemExit(f"{o.dataset} {o.status.value}: {o.message}")
-    return Reconciled(plan_s, apply_s, outcomes, done_at, validated)
+    return Reconciled(plan_s, apply_s, outcomes, done_at, validated, peak_mb())
 
 
 def data_files(repo: OdfRepository, name: str) -> list[Path]:
@@ -323,7 +336,8 @@ def main() -> None:
             f"setup: Spark start {spark_s:.1f} s, CSV {csv.stat().st_size / 1e6:.1f} MB written "
             f"in {csv_s:.1f} s, root reconcile {setup.plan_s + setup.apply_s:.1f} s "
             f"(plan {setup.plan_s:.2f} s, ingest {setup.apply_s:.1f} s, "
-            f"{setup.outcomes[0].rows:,} rows) -> {len(files)} slice, {size:.1f} MB of Parquet"
+            f"{setup.outcomes[0].rows:,} rows) -> {len(files)} slice, {size:.1f} MB of Parquet; "
+            f"driver peak RSS {setup.peak_mb:.0f} MB"
         )
 
         # Baselines first, so that the first transform is not the one paying for the
@@ -357,9 +371,9 @@ def main() -> None:
         print(
             "transform = run_derivative as apply calls it: find the new input slice in the "
             "chains,\n  read it sorted by offset, run the query (and sort its output when the "
-            "query leaves\n  the order open, e.g. an aggregation), collect to Arrow, add system "
-            "columns, write\n  the Parquet slice, read it back and hash it (physical + "
-            "logical), write the checkpoint,\n  move files, append the ExecuteTransform "
+            "query leaves\n  the order open, e.g. an aggregation), a Spark task writes the "
+            "Parquet slice with\n  its system columns, the driver hashes it streaming (physical "
+            "+ logical), writes the\n  checkpoint, moves files, appends the ExecuteTransform "
             "(+ SetDataSchema) blocks; best of 2."
         )
         print(
@@ -412,7 +426,8 @@ def main() -> None:
                 last = r.done_at[o.dataset]
             print(
                 f"reconcile adding copy {run} of both: plan {r.plan_s:.2f} s "
-                f"({len(r.validated)} queries validated), apply {r.apply_s:.2f} s:"
+                f"({len(r.validated)} queries validated), apply {r.apply_s:.2f} s, "
+                f"driver peak RSS {r.peak_mb:.0f} MB:"
             )
             print(f"  per dataset (metadata + pull/run): {', '.join(steps)}")
         blocks = sum(o.metadata_blocks + o.data_blocks for o in noop.outcomes)
@@ -420,7 +435,7 @@ def main() -> None:
         print(
             f"no-op reconcile: {noop.plan_s + noop.apply_s:.2f} s (plan {noop.plan_s:.2f} s, "
             f"{len(noop.validated)} queries validated; apply {noop.apply_s:.2f} s): "
-            f"{statuses}, {blocks} blocks appended"
+            f"{statuses}, {blocks} blocks appended; driver peak RSS {noop.peak_mb:.0f} MB"
         )
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     finally:
@@ -432,15 +447,10 @@ def _total(probes: Mapping[str, Probe], d: str) -> float:
 
 
 def _stage_rest(probe: Probe, d: str) -> float:
-    """What ``stage_transform`` spends outside the probed parts: mostly the Spark job."""
-    parts = ("input_frame", "analyse", "system_columns", "write_slice", "checkpoint")
+    """What ``stage_transform`` spends outside the probed parts: the output schema (a
+    plan with no rows) and the block."""
+    parts = ("input_frame", "analyse", "write_slice", "hash", "checkpoint")
     return probe.get(d, "stage") - sum(probe.get(d, k) for k in parts)
-
-
-def _write_rest(probe: Probe, d: str) -> float:
-    return (
-        probe.get(d, "write_slice") - probe.get(d, "physical_hash") - probe.get(d, "logical_hash")
-    )
 
 
 def _run_rest(probe: Probe, d: str) -> float:
@@ -457,11 +467,9 @@ PARTS: list[tuple[str, Callable[[Probe, str], float]]] = [
     ("has_work", _part("has_work")),
     ("build input frame (lazy)", _part("input_frame")),
     ("analyse + sandbox query", _part("analyse")),
-    ("Spark job: sorts, query, toArrow", _stage_rest),
-    ("system columns + cast", _part("system_columns")),
-    ("write Parquet + read back", _write_rest),
-    ("physical hash", _part("physical_hash")),
-    ("logical hash", _part("logical_hash")),
+    ("output schema (no rows), other", _stage_rest),
+    ("Spark job: query, write the slice", _part("write_slice")),
+    ("hash it, streaming (phys. + logical)", _part("hash")),
     ("checkpoint (JSON)", _part("checkpoint")),
     ("commit: move files, append blocks", _part("commit")),
     ("other", _run_rest),

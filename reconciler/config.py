@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .odf.repository import OdfRepository
 from .source_paths import OutsideError, SourceRoots
 
 MANIFEST_SUFFIXES = (".yaml", ".yml")
@@ -49,6 +50,25 @@ class RepoConfig:
     policies_dir: Path
     source_roots: tuple[Path, ...] = ()
     """Folders outside the repository that sources may read too (``source_roots``)."""
+    data_store: str = "odf"
+    """Where data and checkpoint files go (``data_store``): ``"odf"``, inside each dataset
+    folder; a folder; or ``s3://bucket/prefix``. Blocks and refs stay under ``odf_dir``."""
+    s3: tuple[tuple[str, str], ...] = ()
+    """``[tool.reconciler.s3]``: ``endpoint_url`` and ``region`` (never credentials)."""
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where objects of a data store outside the repository are fetched to."""
+        return self.root / ".reconcile-cache"
+
+    def repository(self) -> OdfRepository:
+        """The ODF repository with its data store (``odf/store.py``)."""
+        if self.data_store == "odf":
+            return OdfRepository(self.odf_dir)
+        from .odf.store_fs import open_store
+
+        store = open_store(self.data_store, dict(self.s3), self.root, self.cache_dir)
+        return OdfRepository(self.odf_dir, store=store)
 
     @classmethod
     def load(cls, root: Path) -> RepoConfig:
@@ -62,6 +82,8 @@ class RepoConfig:
             odf_dir=root / _str(settings, "odf_root", "odf"),
             policies_dir=root / _str(settings, "policies", "policies"),
             source_roots=_source_roots(settings, root),
+            data_store=_str(settings, "data_store", "odf") or "odf",
+            s3=_s3(settings),
         )
 
     def manifest_paths(self) -> list[Path]:
@@ -171,6 +193,27 @@ def _source_roots(settings: dict[str, Any], root: Path) -> tuple[Path, ...]:
             f"[tool.reconciler] source_roots must be a list of folder paths, got {value!r}"
         )
     return tuple(root / v for v in value)
+
+
+_S3_KEYS = ("endpoint_url", "region")
+
+
+def _s3(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``[tool.reconciler.s3]``: only where the store is; credentials are refused, they
+    come from the environment or the standard AWS configuration."""
+    table = settings.get("s3", {})
+    if not isinstance(table, dict):
+        raise ConfigError("[tool.reconciler.s3] must be a table")
+    unknown = sorted(set(table) - set(_S3_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"[tool.reconciler.s3] takes only {', '.join(_S3_KEYS)}, not {', '.join(unknown)}"
+            " (credentials come from the environment or the AWS configuration)"
+        )
+    for key, value in table.items():
+        if not isinstance(value, str):
+            raise ConfigError(f"[tool.reconciler.s3] {key} must be a string")
+    return tuple(sorted(table.items()))
 
 
 def _str(settings: dict[str, Any], key: str, default: str) -> str:

@@ -125,6 +125,7 @@ def run(session: Session, options: RunOptions) -> None:
         _show(session, options, first.planned.shown, as_json)
         refused = _refused(first)
         _finish(session, refused.result, [], refused.code, as_json)
+    session.check_store()
     heads = _heads(session)
     try:
         with session.odf.lock("reconcile apply", timeout=session.lock_timeout):

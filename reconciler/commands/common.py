@@ -143,7 +143,20 @@ class Session:
 
     @property
     def odf(self) -> OdfRepository:
-        return OdfRepository(self.config.odf_dir)
+        return self.config.repository()
+
+    def check_store(self) -> None:
+        """Before a run writes anything (not even the lock file): the data store must be
+        reachable with the credentials at hand, or the run stops with one line."""
+        from ..odf.store import StoreError
+
+        store = self.odf.store
+        if store is None:
+            return
+        try:
+            store.check()
+        except StoreError as e:
+            raise fail(f"error: {e}") from None
 
     def say(self, text: str, err: bool = False) -> None:
         """A line that ``-q`` leaves out (errors and final lines use ``typer.echo``)."""

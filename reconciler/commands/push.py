@@ -28,6 +28,7 @@ def run(session: Session, name: str, file: str, source: str | None) -> None:
             path.write_bytes(sys.stdin.buffer.read())
         elif not path.is_file():
             raise fail(f"error: {file}: no such file")
+        session.check_store()
         try:
             with session.odf.lock("reconcile push", timeout=session.lock_timeout):
                 session.odf.remove_leftovers()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import threading
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -221,6 +222,9 @@ def _start(settings: SparkSettings) -> SparkSession:
     # Read by Spark's launcher scripts before the JVM starts; without it Spark resolves
     # the host name and may bind to an interface other than the driver's address.
     os.environ.setdefault(LOCAL_IP_ENV, conf["spark.driver.bindAddress"])
+    # Slices are written by Spark's Python workers (engine.write_slices): the driver's
+    # own interpreter, which has pyarrow, rather than whatever python3 is on the PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)

@@ -25,10 +25,11 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 
 from ..engine.stored_rows import stored_rows
+from ..engine.write_slices import write_frame
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.repository import Dataset
-from ..odf.slices import WrittenFile, write_parquet
+from ..odf.slices import WrittenFile, hash_file, normalize_type, write_parquet
 from .frames import column
 from .merge import Op
 
@@ -50,6 +51,21 @@ def write_checkpoint(table: pa.Table, merge: models.MergeStrategy, path: Path) -
     label = tag(merge)
     assert label is not None, "only Ledger and Snapshot keep checkpoints"
     return write_parquet(table.replace_schema_metadata({_TAG_KEY: label.encode()}), path)
+
+
+def write_checkpoint_frame(
+    frame: DataFrame, merge: models.MergeStrategy, path: Path
+) -> WrittenFile:
+    """Have Spark write ``frame``, in its order, as a checkpoint for ``merge`` (every
+    column nullable, types as ODF stores them), and hash the file by streaming it."""
+    label = tag(merge)
+    assert label is not None, "only Ledger and Snapshot keep checkpoints"
+    collected = frame.limit(0).toArrow().schema  # the types collecting would give
+    fields = [f.with_type(normalize_type(f.type)).with_nullable(True) for f in collected]
+    schema = pa.schema(fields, metadata={_TAG_KEY: label.encode()})
+    if not write_frame(frame, path, schema):
+        return write_parquet(schema.empty_table(), path)  # an empty state is a state
+    return hash_file(path)[0]
 
 
 def _tag_of(path: Path) -> str | None:

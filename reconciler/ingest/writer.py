@@ -1,8 +1,10 @@
 """Turn merged data into a committed slice: offsets, system columns, files, blocks.
 
 This is kamu's DataWriter (ENGINE-SEMANTICS §1.2-§1.7, §1.10) on Spark: the merge runs
-on Spark, then the slice is collected once as Arrow, given its system columns and cast
-to the dataset's schema, and written as one Parquet file with its checkpoint. Blocks are
+on Spark, and a Spark task writes the slice as one Parquet file, in offset order, with
+its system columns and cast to the dataset's schema (``engine.write_slices``), then the
+checkpoint likewise; the driver only hashes the files, streaming them, so it never holds
+a slice. Blocks are
 appended only after every file is in place, and the head moves last, so a crash at any
 point leaves the chain as it was or with the whole iteration committed.
 
@@ -27,6 +29,7 @@ from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, DateType, TimestampType
 
+from ..engine.write_slices import write_frame
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainRuleError, ChainState
@@ -38,12 +41,17 @@ from ..odf.slices import (
     OFFSET_TYPE,
     OP_TYPE,
     WrittenFile,
-    max_event_time,
+    hash_file,
     normalize_type,
-    write_slice,
+    slice_dictionary,
 )
 from ..odf.timestamps import Timestamp
-from .checkpoints import CHECKPOINT_KIND, Previous, previous_checkpoint, write_checkpoint
+from .checkpoints import (
+    CHECKPOINT_KIND,
+    Previous,
+    previous_checkpoint,
+    write_checkpoint_frame,
+)
 from .frames import (
     ROW_ID,
     column,
@@ -107,20 +115,17 @@ def stage(
         grown = None if schema is None else _slice_schema(frame, schema, vocab, request)
         frame.persist()
         try:
-            table, written_checkpoint = _merge_and_collect(
-                spark, dataset, state, request, frame, workdir
+            written, latest, written_checkpoint, slice_schema = _merge_and_write(
+                spark, dataset, state, request, frame, grown, workdir
             )
         finally:
             frame.unpersist()
-        slice_table = _with_system_columns(table, state, request, vocab, grown)
         if grown is None or grown is not schema:  # the first schema, or one grown
-            staged.schema_event = models.SetDataSchema(
-                schema_=encode_arrow_schema(slice_table.schema)
-            )
-        if slice_table.num_rows:
-            staged.slice = write_slice(slice_table, workdir / "slice.parquet", vocab)
+            staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
+        if written is not None:
+            staged.slice = written
             staged.files.append((staged.slice.path, "data"))
-            watermark = _later(watermark, max_event_time(slice_table[vocab.event_time_column]))
+            watermark = _later(watermark, latest)
             if written_checkpoint is not None:
                 staged.files.append((written_checkpoint.path, CHECKPOINT_KIND))
                 checkpoint = models.Checkpoint(
@@ -217,17 +222,19 @@ def _slice_schema(
     )
 
 
-def _merge_and_collect(
+def _merge_and_write(
     spark: SparkSession,
     dataset: Dataset,
     state: ChainState,
     request: SliceRequest,
     frame: DataFrame,
+    grown: pa.Schema | None,
     workdir: Path,
-) -> tuple[pa.Table, WrittenFile | None]:
-    """Run the merge on Spark, collect the changelog rows in offset order, and write the
-    strategy's next checkpoint. Returns the rows (``op``, event time, data) and the
-    written checkpoint, if the strategy keeps one."""
+) -> tuple[WrittenFile | None, Timestamp | None, WrittenFile | None, pa.Schema]:
+    """Run the merge on Spark and have Spark write the changelog rows, in offset order,
+    as the slice, then the strategy's next checkpoint: nothing is collected. Returns the
+    written slice (None when the merge changed nothing), its latest event time, the
+    written checkpoint, if the strategy keeps one, and the slice's schema."""
     vocab = state.vocabulary()
     op, event = vocab.operation_type_column, vocab.event_time_column
     fallback_time = request.source_event_time or request.system_time
@@ -245,17 +252,27 @@ def _merge_and_collect(
         case _:
             raise ValueError(f"merge strategy {request.merge.kind} is not supported")
     names = [c for c in merged.changes.columns if c not in (ROW_ID, op, event)]
-    rows = (
-        merged.changes.orderBy(*merged.order)
-        .select(
-            column(op),
-            F.coalesce(column(event), fallback).alias(event),
-            *[column(c) for c in names],
-        )
-        .toArrow()
+    rows = merged.changes.orderBy(*merged.order).select(
+        column(op),
+        F.coalesce(column(event), fallback).alias(event),
+        *[column(c) for c in names],
     )
-    checkpoint = _next_checkpoint(request.merge, merged, previous, rows, workdir)
-    return rows, checkpoint
+    # The Arrow types collecting the rows would give (no rows are computed for this).
+    schema = _slice_arrow_schema(rows.limit(0).toArrow().schema, vocab, request, grown)
+    path = workdir / "slice.parquet"
+    count = write_frame(
+        rows,
+        path,
+        schema,
+        dictionary=slice_dictionary(vocab),
+        offset=(vocab.offset_column, state.next_offset),
+        system_time=(vocab.system_time_column, request.system_time.epoch_millis),
+    )
+    if not count:
+        return None, None, None, schema
+    written, latest = hash_file(path, event)
+    checkpoint = _next_checkpoint(spark, request.merge, merged, previous, written, workdir)
+    return written, latest, checkpoint, schema
 
 
 def _with_new_columns(before: DataFrame, frame: DataFrame) -> DataFrame:
@@ -269,32 +286,30 @@ def _with_new_columns(before: DataFrame, frame: DataFrame) -> DataFrame:
 
 
 def _next_checkpoint(
+    spark: SparkSession,
     merge: models.MergeStrategy,
     merged: Merged,
     previous: Previous | None,
-    rows: pa.Table,
+    written: WrittenFile,
     workdir: Path,
 ) -> WrittenFile | None:
-    """What the next run needs from history: keys (Ledger) or current state (Snapshot).
-    A slice with no rows changes neither, and the block carries the old checkpoint."""
-    if rows.num_rows == 0:
-        return None
+    """What the next run needs from history: keys (Ledger: the previous keys, then the
+    slice's, read back from the written slice) or current state (Snapshot), written by
+    Spark. A slice with no rows changes neither, and the block carries the old one."""
     path = workdir / "checkpoint.parquet"
     if isinstance(merge, models.MergeStrategyLedger):
-        keys = _normalized(rows.select(merge.primary_key))
+        keys = spark.read.parquet(str(written.path)).select(*[column(k) for k in merge.primary_key])
         if previous is not None:
-            before = _normalized(previous.table())
-            keys = pa.concat_tables([before, keys.cast(before.schema)])
-        return write_checkpoint(keys, merge, path)
+            before = previous.frame.select(*[column(k) for k in merge.primary_key])
+            types = {f.name: f.dataType for f in before.schema.fields}
+            keys = before.unionByName(
+                keys.select(*[column(k).cast(types[k]).alias(k) for k in merge.primary_key])
+            )
+        return write_checkpoint_frame(keys, merge, path)
     if isinstance(merge, models.MergeStrategySnapshot) and merged.state is not None:
         ordered = merged.state.orderBy(*[column(k).asc_nulls_first() for k in merge.primary_key])
-        return write_checkpoint(_normalized(ordered.toArrow()), merge, path)
+        return write_checkpoint_frame(ordered, merge, path)
     return None
-
-
-def _normalized(table: pa.Table) -> pa.Table:
-    fields = [f.with_type(normalize_type(f.type)).with_nullable(True) for f in table.schema]
-    return table.cast(pa.schema(fields))
 
 
 def system_arrays(start: int, count: int, system_time: Timestamp) -> tuple[pa.Array, pa.Array]:
@@ -325,30 +340,26 @@ def conform(arrays: list[pa.Array | pa.ChunkedArray], schema: pa.Schema) -> pa.T
     )
 
 
-def _with_system_columns(
-    rows: pa.Table,
-    state: ChainState,
-    request: SliceRequest,
+def _slice_arrow_schema(
+    rows: pa.Schema,
     vocab: models.DatasetVocabulary,
+    request: SliceRequest,
     schema: pa.Schema | None,
-) -> pa.Table:
-    """``offset, op, system_time, event_time, <data>``, typed as the dataset stores them:
-    in ``schema``'s order (the slice's, from ``_slice_schema``), or, for the first slice,
-    with the event time first and the data columns as the merge gave them."""
-    offsets, system_times = system_arrays(state.next_offset, rows.num_rows, request.system_time)
+) -> pa.Schema:
+    """The schema of the slice: ``offset, op, system_time, event_time, <data>``, typed
+    as the dataset stores them: ``schema`` (the slice's, from ``_slice_schema``), or, for
+    the first slice, the event time first and the data columns as the merge gave them
+    (``rows``: the Arrow schema of the merged rows)."""
+    if schema is not None:
+        return schema
     op, event = vocab.operation_type_column, vocab.event_time_column
-    columns = {vocab.offset_column: offsets, op: rows[op], vocab.system_time_column: system_times}
-    columns |= {n: rows[n] for n in rows.column_names if n != op}
-    if schema is None:
-        data = [n for n in rows.column_names if n not in (op, event)]
-        fields = system_fields(vocab)
-        fields.append(pa.field(event, normalize_type(rows.schema.field(event).type), False))
-        fields += [
-            pa.field(n, normalize_type(rows.schema.field(n).type), n not in request.required)
-            for n in data
-        ]
-        schema = pa.schema(fields)
-    return conform([columns[n] for n in schema.names], schema)
+    data = [n for n in rows.names if n not in (op, event)]
+    fields = system_fields(vocab)
+    fields.append(pa.field(event, normalize_type(rows.field(event).type), False))
+    fields += [
+        pa.field(n, normalize_type(rows.field(n).type), n not in request.required) for n in data
+    ]
+    return pa.schema(fields)
 
 
 def commit(dataset: Dataset, staged: Staged, system_time: Timestamp) -> int:

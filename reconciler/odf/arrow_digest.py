@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # typing only: the protocol hashlib's update() takes
     from _typeshed import ReadableBuffer
 
 __all__ = [
+    "RecordDigest",
     "UnsupportedArrowTypeError",
     "array_digest",
     "array_preimage",
@@ -135,31 +136,51 @@ def arrow_digest(data: pa.Table | pa.RecordBatch) -> bytes:
     except below a struct column with nulls, where the reference's validity combination
     works per batch: to match kamu there, chunk such a table like kamu's record batches.
     """
-    schema: pa.Schema = data.schema
-    record = hashlib.sha3_256()
-    leaves_per_column: list[list[_Hasher]] = []
-    for field in schema:
-        column_leaves: list[_Hasher] = []
-        for name, path, level, leaf_type in _walk_fields(field, field.name, 0):
-            raw_name = name.encode("utf-8")
-            record.update(_u64(len(raw_name)) + raw_name + _u64(level))
-            if leaf_type is not None:
-                column_leaves.append(hashlib.sha3_256(_hash_data_type(leaf_type, path)))
-        leaves_per_column.append(column_leaves)
+    digest = RecordDigest(data.schema)
+    digest.update(data)
+    return digest.digest()
 
-    for index, field in enumerate(schema):
-        column = data.column(index)
-        chunks: Sequence[pa.Array] = (
-            column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-        )
-        for chunk in chunks:
-            leaves = iter(leaves_per_column[index])
-            _feed_nested(chunk, field.name, None, leaves)
 
-    for column_leaves in leaves_per_column:
-        for hasher in column_leaves:
-            record.update(hasher.digest())
-    return record.digest()
+class RecordDigest:
+    """``RecordDigestV0<Sha3_256>`` fed incrementally, a table or record batch at a time.
+
+    Each column has its own hashers and the record hasher sees only the field preamble
+    and, at the end, the column digests, so feeding the batches of a file one after the
+    other gives exactly the digest of the whole table (chunked like those batches):
+    a slice can be hashed without ever holding it in memory.
+    """
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self._schema = schema
+        self._record = hashlib.sha3_256()
+        self._leaves: list[list[_Hasher]] = []
+        for field in schema:
+            column_leaves: list[_Hasher] = []
+            for name, path, level, leaf_type in _walk_fields(field, field.name, 0):
+                raw_name = name.encode("utf-8")
+                self._record.update(_u64(len(raw_name)) + raw_name + _u64(level))
+                if leaf_type is not None:
+                    column_leaves.append(hashlib.sha3_256(_hash_data_type(leaf_type, path)))
+            self._leaves.append(column_leaves)
+
+    def update(self, data: pa.Table | pa.RecordBatch) -> None:
+        """Feed the next rows; their schema must be the one the digest was made for."""
+        if data.schema.names != self._schema.names or data.schema.types != self._schema.types:
+            raise ValueError(f"rows of schema {data.schema} fed to a digest of {self._schema}")
+        for index, field in enumerate(self._schema):
+            column = data.column(index)
+            chunks: Sequence[pa.Array] = (
+                column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+            )
+            for chunk in chunks:
+                _feed_nested(chunk, field.name, None, iter(self._leaves[index]))
+
+    def digest(self) -> bytes:
+        """The digest of every row fed so far (the digest object is used up)."""
+        for column_leaves in self._leaves:
+            for hasher in column_leaves:
+                self._record.update(hasher.digest())
+        return self._record.digest()
 
 
 def array_digest(array: pa.Array | pa.ChunkedArray) -> bytes:

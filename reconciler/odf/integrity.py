@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from .models import MetadataBlock
 from .multiformat import Multihash
 from .repository import BlockHashMismatchError, BlockNotFoundError, Dataset, RepositoryError
 from .slices import read_file
+from .store import DataStore
 
 _CHUNK = 1 << 20
 
@@ -212,6 +215,8 @@ def _check_named(
     """One file against the block that names it (size, physical hash, and for a data
     file whose bytes differ, its records against the logical hash)."""
     what = "data" if path.startswith("data/") else "checkpoint"
+    if not dataset.store.local:
+        return _check_stored(dataset.store, described, what, seq, derivative)
     full = dataset.root / path
     problem = _check_file(full, described.size, described.physical_hash, what)
     if problem is None:
@@ -220,6 +225,40 @@ def _check_named(
         same_records, explained = _check_logical(full, described)
         return IntegrityProblem(f"{problem}; {explained}", seq, not (same_records and derivative))
     return IntegrityProblem(problem, seq)
+
+
+def _check_stored(
+    store: DataStore,
+    described: models.DataSlice | models.Checkpoint,
+    what: str,
+    seq: int,
+    derivative: bool,
+) -> IntegrityProblem | None:
+    """``_check_named`` for an object of a data store outside the dataset folder: its
+    size, then its bytes streamed through the hash (never its cached copy)."""
+    hash_ = described.physical_hash
+    kind = "data" if what == "data" else "checkpoint"
+    actual_size = store.size(hash_, kind)
+    if actual_size is None:
+        return IntegrityProblem(f"{what} file {hash_} is missing from the data store", seq)
+    if actual_size != described.size:
+        message = f"{what} file {hash_} has {actual_size} bytes, the block says {described.size}"
+    else:
+        hasher = hashlib.sha3_256()
+        with store.open(hash_, kind) as stream:
+            while chunk := stream.read(_CHUNK):
+                hasher.update(chunk)
+        if Multihash.from_digest(hasher.digest()) == hash_:
+            return None
+        message = f"{what} file bytes do not match physical hash {hash_}"
+    if not isinstance(described, models.DataSlice):
+        return IntegrityProblem(message, seq)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / hash_
+        with store.open(hash_, kind) as stream, open(copy, "wb") as out:
+            shutil.copyfileobj(stream, out, _CHUNK)
+        same_records, explained = _check_logical(copy, described)
+    return IntegrityProblem(f"{message}; {explained}", seq, not (same_records and derivative))
 
 
 def _check_changed(dataset: Dataset, path: str, derivative: bool) -> list[IntegrityProblem] | None:

@@ -1,9 +1,10 @@
 """ODF datasets on a local file system, in the standard layout.
 
 One folder per dataset: ``blocks/<hash>``, ``refs/head`` (the head hash, no newline),
-``data/<physical hash>``, ``checkpoints/<physical hash>`` and ``info/``. Every file is
-written to a ``.pending-*`` temporary, fsynced and renamed, so a crash never leaves a
-half-written object; blocks and data are content-addressed and written before the head
+``data/<physical hash>``, ``checkpoints/<physical hash>`` and ``info/`` (data and
+checkpoints may live in a data store instead, ``store.py``). Every file is written to a
+``.pending-*`` temporary, fsynced and renamed, so a crash never leaves a half-written
+object; blocks and data are content-addressed and written before the head
 moves; and the head moves by compare-and-swap under a lock (``flock`` on the ``refs``
 folder itself, so no lock file is left for git to pick up), so two writers can never
 lose each other's blocks. This module is the only place chains touch the disk.
@@ -33,6 +34,7 @@ from .lock import repository_lock
 from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
 from .multiformat import Multihash
 from .names import name_problem
+from .store import DataStore, LocalStore
 from .timestamps import Timestamp
 
 _STAGED = ".recreate-"  # prefix of the folder where a chain's replacement is built
@@ -102,6 +104,10 @@ class DatasetLayout:
     """Paths of one dataset folder."""
 
     root: Path
+    store: DataStore | None = field(default=None, compare=False)
+    """Where data and checkpoint files are read from when not in the dataset folder
+    (``store.py``): ``data_file`` and ``checkpoint_file`` then fetch the object into the
+    store's local cache and return that path."""
 
     @property
     def blocks(self) -> Path:
@@ -131,9 +137,13 @@ class DatasetLayout:
         return self.blocks / hash_
 
     def data_file(self, hash_: str) -> Path:
+        if self.store is not None:
+            return self.store.fetch(hash_, "data")
         return self.data / hash_
 
     def checkpoint_file(self, hash_: str) -> Path:
+        if self.store is not None:
+            return self.store.fetch(hash_, "checkpoint")
         return self.checkpoints / hash_
 
     @property
@@ -154,8 +164,14 @@ class Journal:
 class Dataset:
     """One dataset's chain and files. Reads are lock-free; head moves are serialised."""
 
-    def __init__(self, root: Path, manifest_version: int = DEFAULT_VERSION) -> None:
-        self.layout = DatasetLayout(Path(root))
+    def __init__(
+        self,
+        root: Path,
+        manifest_version: int = DEFAULT_VERSION,
+        store: DataStore | None = None,
+    ) -> None:
+        self.store: DataStore = store if store is not None else LocalStore(Path(root))
+        self.layout = DatasetLayout(Path(root), None if self.store.local else self.store)
         self.manifest_version = manifest_version
         self._state_cache: chain.ChainState | None = None
         self._journal: Journal | None = None
@@ -346,10 +362,11 @@ class Dataset:
             files.add(self.layout.block(hash_))
             event = block.event
             if isinstance(event, AddData | ExecuteTransform):
+                # The paths in the dataset folder: never a fetch from a store.
                 if event.new_data is not None:
-                    files.add(self.layout.data_file(event.new_data.physical_hash))
+                    files.add(self.layout.data / event.new_data.physical_hash)
                 if event.new_checkpoint is not None:
-                    files.add(self.layout.checkpoint_file(event.new_checkpoint.physical_hash))
+                    files.add(self.layout.checkpoints / event.new_checkpoint.physical_hash)
         return files
 
     def remove_leftovers(self) -> list[Path]:
@@ -387,7 +404,13 @@ class Dataset:
         return removed
 
     def add_file(self, source: Path, kind: str = "data") -> tuple[Multihash, int]:
-        """Move a finished file into ``data/`` or ``checkpoints/`` under its physical hash."""
+        """Move a finished file into ``data/`` or ``checkpoints/`` under its physical hash,
+        or into the data store: either way before any block names it, so a head never
+        points at a missing object."""
+        if not self.store.local:
+            hash_, size = physical_hash(source), source.stat().st_size
+            self.store.put(source, hash_, kind)
+            return hash_, size
         folder = self.layout.data if kind == "data" else self.layout.checkpoints
         folder.mkdir(parents=True, exist_ok=True)
         hash_ = physical_hash(source)
@@ -427,14 +450,21 @@ class Dataset:
 class OdfRepository:
     """A folder of datasets, one subfolder per dataset name."""
 
-    def __init__(self, root: Path, manifest_version: int = DEFAULT_VERSION) -> None:
+    def __init__(
+        self,
+        root: Path,
+        manifest_version: int = DEFAULT_VERSION,
+        store: DataStore | None = None,
+    ) -> None:
         self.root = Path(root)
         self.manifest_version = manifest_version
+        self.store = store
+        """The data store of every dataset (``store.py``); None: each dataset's folder."""
 
     def dataset(self, name: str) -> Dataset:
         """The dataset folder of ``name``; ``DatasetPathError`` if that is not a folder
         directly inside the root (every path of a dataset is built from this one)."""
-        return Dataset(self.folder(name), self.manifest_version)
+        return Dataset(self.folder(name), self.manifest_version, self.store)
 
     def lock(self, command: str, timeout: float = 0) -> contextlib.AbstractContextManager[None]:
         """The repository lock (``lock.py``), held by a writing run from plan to last
@@ -444,6 +474,8 @@ class OdfRepository:
     def remove_leftovers(self) -> list[Path]:
         """Every crashed run's leftovers in every dataset folder (``Dataset.remove_leftovers``);
         call it holding ``lock``. Links and folders that are no dataset's are not entered."""
+        if self.store is not None:
+            self.store.check()  # before anything is written: bad credentials stop the run
         if not self.root.is_dir():
             return []
         removed: list[Path] = self.finish_replacements()
@@ -459,7 +491,7 @@ class OdfRepository:
         path = self.root / f"{_STAGED}{name}"
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
-        return Dataset(path, self.manifest_version)
+        return Dataset(path, self.manifest_version, self.store)
 
     def replace(self, name: str, staged: Dataset) -> None:
         """Put the chain built in ``staged`` (``staging``) in place of ``name``'s folder.

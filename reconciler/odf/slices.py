@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import models
-from .hashing import logical_hash, physical_hash
+from .hashing import physical_hash
 from .multiformat import Multihash
 from .timestamps import Timestamp
 
@@ -59,31 +59,80 @@ def normalize_type(data_type: pa.DataType) -> pa.DataType:
     return data_type
 
 
+# kamu's encoding: snappy, Parquet 1.0 logical types, the Arrow schema embedded.
+_PARQUET_OPTIONS = {
+    "compression": "snappy",
+    "version": "1.0",
+    "store_schema": True,
+    "write_statistics": True,
+}
+
+# Rows per row group of the files written here: what pq.read_table's batches hold, so a
+# file hashed a row group at a time is fed to the digest in the batches a whole-file
+# read gives (which matters only below a struct with nulls), and what a reader holds.
+ROW_GROUP_ROWS = 1 << 17
+
+
+def parquet_writer(
+    path: Path, schema: pa.Schema, dictionary: list[str] | None = None
+) -> pq.ParquetWriter:
+    """A writer with the recipe every slice and checkpoint is written with, for files
+    written a row group at a time (by a Spark task)."""
+    return pq.ParquetWriter(path, schema, use_dictionary=dictionary or False, **_PARQUET_OPTIONS)
+
+
 def write_parquet(table: pa.Table, path: Path, dictionary: list[str] | None = None) -> WrittenFile:
     """Write ``table`` as one Parquet file and hash it; the logical hash is taken from the
     file as read back, so it is exactly what a verifier will see."""
-    pq.write_table(
-        table,
-        path,
-        compression="snappy",
-        version="1.0",
-        use_dictionary=dictionary or False,
-        store_schema=True,
-        write_statistics=True,
-    )
-    read_back = pq.read_table(path)
-    return WrittenFile(
+    pq.write_table(table, path, use_dictionary=dictionary or False, **_PARQUET_OPTIONS)
+    return hash_file(path)[0]
+
+
+def hash_file(path: Path, event_column: str | None = None) -> tuple[WrittenFile, Timestamp | None]:
+    """Hash a written file: SHA3 of its bytes, and the logical hash of its records read
+    back a row group at a time (never the whole file at once), so it is exactly what a
+    verifier will see. With ``event_column``, also the largest event time among the
+    records."""
+    from .arrow_digest import RecordDigest
+    from .multiformat import ARROW0_SHA3_256
+
+    parquet = pq.ParquetFile(path)
+    try:
+        digest = RecordDigest(parquet.schema_arrow)
+        rows, latest = 0, None
+        for index in range(parquet.num_row_groups):
+            group = parquet.read_row_group(index, use_threads=False)
+            digest.update(group)
+            rows += group.num_rows
+            if event_column is not None:
+                latest = _latest(latest, max_event_time(group.column(event_column)))
+            del group
+    finally:
+        parquet.close()
+    written = WrittenFile(
         path=path,
         physical_hash=physical_hash(path),
-        logical_hash=logical_hash(read_back),
+        logical_hash=Multihash.from_digest(digest.digest(), ARROW0_SHA3_256),
         size=path.stat().st_size,
-        rows=table.num_rows,
+        rows=rows,
     )
+    return written, latest
+
+
+def _latest(current: Timestamp | None, candidate: Timestamp | None) -> Timestamp | None:
+    if current is None:
+        return candidate
+    return current if candidate is None or candidate < current else candidate
 
 
 def write_slice(table: pa.Table, path: Path, vocab: models.DatasetVocabulary) -> WrittenFile:
     """Write a data slice with kamu's encoding choices."""
-    return write_parquet(table, path, [vocab.operation_type_column, vocab.system_time_column])
+    return write_parquet(table, path, slice_dictionary(vocab))
+
+
+def slice_dictionary(vocab: models.DatasetVocabulary) -> list[str]:
+    """The columns kamu dictionary-encodes in a slice: ``op`` and ``system_time``."""
+    return [vocab.operation_type_column, vocab.system_time_column]
 
 
 def read_file(path: Path) -> pa.Table:

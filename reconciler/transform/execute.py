@@ -4,7 +4,8 @@ Each input is a view under its alias holding only its unconsumed rows, in offset
 The query's output keeps its own row order: offsets follow it, ``op`` passes through when
 the query selects it (so retractions and corrections flow through a map or a filter) and
 is 0 otherwise, and ``system_time`` is the run's. Columns are ``offset, op, system_time``
-and then the query's, as the Spark engine writes them.
+and then the query's, as the Spark engine writes them. A Spark task writes the slice
+(``engine.write_slices``); the driver hashes the file by streaming it.
 
 The first run records the output's schema (a ``SetDataSchema`` before the
 ``ExecuteTransform``), even over inputs with no data yet. A later output with new
@@ -30,16 +31,17 @@ from pyspark.sql.types import IntegerType, IntegralType
 
 from ..engine.query_check import QueryError, apply_transform
 from ..engine.stored_rows import stored_rows
+from ..engine.write_slices import write_frame
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..ingest.frames import column, is_time, normalize_timestamps
-from ..ingest.writer import Staged, conform, data_slice, system_arrays, system_fields
+from ..ingest.writer import Staged, data_slice, system_fields
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainState
 from ..odf.hashing import physical_hash
 from ..odf.repository import Dataset
 from ..odf.schema_evolution import grown_schema
-from ..odf.slices import normalize_type, write_slice
+from ..odf.slices import hash_file, normalize_type, slice_dictionary
 from ..odf.timestamps import Timestamp
 from .inputs import InputSlice
 from .ordering import deterministic_order
@@ -90,14 +92,23 @@ def stage_transform(
         where = f" (line {e.line})" if e.line else ""
         raise TransformError(f"query failed{where}: {e.message}") from None
     output = deterministic_order(_checked_output(output, vocab), vocab)
-    table = output.toArrow()
+    collected = output.limit(0).toArrow().schema  # the types collecting would give
     staged = Staged(head=state.head)
     schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
-    slice_table = _with_system_columns(table, output, state, vocab, system_time, schema)
-    if schema is None or slice_table.schema.names != schema.names:  # the first, or grown
-        staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_table.schema))
-    if slice_table.num_rows:
-        staged.slice = write_slice(slice_table, workdir / "slice.parquet", vocab)
+    slice_schema = _slice_schema(collected, output, vocab, schema)
+    if schema is None or slice_schema.names != schema.names:  # the first, or grown
+        staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
+    path = workdir / "slice.parquet"
+    rows = write_frame(
+        output,
+        path,
+        slice_schema,
+        dictionary=slice_dictionary(vocab),
+        offset=(vocab.offset_column, state.next_offset),
+        system_time=(vocab.system_time_column, system_time.epoch_millis),
+    )
+    if rows:
+        staged.slice = hash_file(path)[0]
         staged.files.append((staged.slice.path, "data"))
     watermarks = _input_watermarks(dataset, state, inputs)
     checkpoint = _write_checkpoint(watermarks, workdir / "checkpoint.json")
@@ -146,34 +157,26 @@ def _checked_output(output: DataFrame, vocab: models.DatasetVocabulary) -> DataF
     return output.withColumn(op, F.lit(0).cast(IntegerType()))
 
 
-def _with_system_columns(
-    table: pa.Table,
+def _slice_schema(
+    collected: pa.Schema,
     output: DataFrame,
-    state: ChainState,
     vocab: models.DatasetVocabulary,
-    system_time: Timestamp,
     schema: pa.Schema | None,
-) -> pa.Table:
-    """``offset, op, system_time`` and the query's columns, in the order of the dataset's
-    schema (grown by any new column), or for the first run in the query's order."""
-    offsets, system_times = system_arrays(state.next_offset, table.num_rows, system_time)
+) -> pa.Schema:
+    """``offset, op, system_time`` and the query's columns (``collected``: their Arrow
+    types), in the order of the dataset's schema (grown by any new column), or for the
+    first run in the query's order."""
     op = vocab.operation_type_column
     nullable = {f.name: f.nullable for f in output.schema.fields}
     data = [
-        pa.field(n, normalize_type(table.schema.field(n).type), nullable[n])
-        for n in table.column_names
+        pa.field(n, normalize_type(collected.field(n).type), nullable[n])
+        for n in collected.names
         if n != op
     ]
     system = [vocab.offset_column, op, vocab.system_time_column]
     if schema is None:
-        schema = pa.schema(system_fields(vocab) + data)
-    else:
-        schema = grown_schema(
-            schema, data, system=system, declared=False, what="the query's output"
-        )
-    columns = dict(zip(system, [offsets, table[op], system_times], strict=True))
-    columns |= {f.name: table[f.name] for f in data}
-    return conform([columns[n] for n in schema.names], schema)
+        return pa.schema(system_fields(vocab) + data)
+    return grown_schema(schema, data, system=system, declared=False, what="the query's output")
 
 
 def _previous_watermarks(dataset: Dataset, state: ChainState) -> dict[str, Timestamp]:

@@ -1,0 +1,107 @@
+"""Where a dataset's data and checkpoint files live: one small interface, several stores.
+
+Blocks and ``refs/`` always stay in the dataset folder (in git). Data slices and
+checkpoints go to a ``DataStore``, addressed by kind (``data`` or ``checkpoint``) and
+physical hash, so a store is append-only: an object is written once under its hash and
+never overwritten. Readers ask for a local path (``fetch``); a remote store downloads
+only the objects asked for into a local cache.
+
+- ``LocalStore`` (this module): the standard ODF layout, ``data/`` and ``checkpoints/``
+  inside each dataset folder (the default, ``data_store = "odf"``).
+- ``FileSystemStore`` (``store_fs.py``): any pyarrow file system, a folder elsewhere or
+  an S3 bucket, shared by every dataset of the repository (content addressing makes the
+  sharing safe); ``store_config.py`` builds it from ``[tool.reconciler]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+KINDS = ("data", "checkpoint")
+
+
+class StoreError(Exception):
+    """The store cannot be reached or refuses access (credentials, network, bucket).
+    Its message names the store and the cause, never a secret."""
+
+
+class DataStore(Protocol):
+    """Content-addressed data and checkpoint files of one dataset."""
+
+    local: bool
+    """True when the objects are the files ``fetch`` returns (nothing to download)."""
+
+    def check(self) -> None:
+        """Raise ``StoreError`` unless the store can be read and written."""
+
+    def put(self, source: Path, hash_: str, kind: str) -> bool:
+        """Store ``source`` under ``hash_`` (its physical hash) unless an object of the
+        same size is already there; True when this call wrote it. A remote store keeps
+        ``source`` as its cached copy: the caller no longer owns it. (``LocalStore``
+        leaves it: ``Dataset.add_file`` moves it in place, recording what it creates.)"""
+
+    def fetch(self, hash_: str, kind: str) -> Path:
+        """A local path holding the object (downloaded on first use); a path that does
+        not exist when the store has no such object."""
+
+    def size(self, hash_: str, kind: str) -> int | None:
+        """The object's size in bytes, or None when it is missing."""
+
+    def open(self, hash_: str, kind: str) -> contextlib.AbstractContextManager[BinaryIO]:
+        """The object's bytes as a stream (``FileNotFoundError`` when it is missing)."""
+
+
+def folder_of(kind: str) -> str:
+    """The folder of a kind of file, in a dataset folder as in a store."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of file {kind!r}")
+    return "data" if kind == "data" else "checkpoints"
+
+
+class LocalStore:
+    """Files inside the dataset folder: ``data/<hash>`` and ``checkpoints/<hash>``.
+    ``Dataset.add_file`` moves files in place itself (atomically, journalled), so
+    ``put`` here only reports whether the object is already there."""
+
+    local = True
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path(self, hash_: str, kind: str) -> Path:
+        return self.root / folder_of(kind) / hash_
+
+    def check(self) -> None:
+        return None
+
+    def put(self, source: Path, hash_: str, kind: str) -> bool:
+        return False
+
+    def fetch(self, hash_: str, kind: str) -> Path:
+        return self.path(hash_, kind)
+
+    def size(self, hash_: str, kind: str) -> int | None:
+        try:
+            return self.path(hash_, kind).stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    @contextlib.contextmanager
+    def open(self, hash_: str, kind: str) -> Iterator[BinaryIO]:
+        path = self.path(hash_, kind)
+        if path.is_dir():
+            raise FileNotFoundError(path)
+        with open(path, "rb", buffering=0) as f:
+            yield f
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

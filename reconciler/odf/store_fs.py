@@ -1,0 +1,191 @@
+"""A data store on a pyarrow file system: a folder outside the datasets, or S3.
+
+Objects are ``<base>/data/<physical hash>`` and ``<base>/checkpoints/<physical hash>``,
+shared by every dataset of the repository (content addressing makes that safe), written
+once and never overwritten. Reads go through a local cache folder: an object is
+downloaded the first time a run asks for it, checked against its hash on the way, and
+kept under its hash (an object never changes, so a cached copy never goes stale).
+
+pyarrow's file systems (``LocalFileSystem``, ``S3FileSystem``) are already a dependency:
+no object-store client is added, and S3 credentials come from the AWS SDK's standard
+chain (environment, ``~/.aws``, instance roles), never from the repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pyarrow import fs as pafs
+
+from .multiformat import Multihash
+from .store import StoreError, folder_of, fsync_dir
+
+_CHUNK = 1 << 20
+_FOLDER = pafs.FileType.Directory
+_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
+
+
+class FileSystemStore:
+    """Content-addressed objects under ``base`` of a pyarrow file system ``filesystem``."""
+
+    local = False
+
+    def __init__(
+        self, filesystem: Any, base: str, cache: Path, shown: str, rename: bool = False
+    ) -> None:
+        self.filesystem = filesystem
+        self.base = base.rstrip("/")
+        self.cache = Path(cache)
+        self.shown = shown
+        """How messages name the store (its URL or folder, nothing secret)."""
+        self.rename = rename
+        """Write through a temporary name and rename (a local folder: a crash never
+        leaves half an object under its hash; an S3 upload is atomic by itself)."""
+
+    def key(self, hash_: str, kind: str) -> str:
+        return f"{self.base}/{folder_of(kind)}/{hash_}"
+
+    def check(self) -> None:
+        with self._errors("cannot be reached"):
+            info = self.filesystem.get_file_info(self.base)
+            if info.type == pafs.FileType.NotFound and self.rename:
+                self.filesystem.create_dir(self.base, recursive=True)
+            elif info.type == pafs.FileType.File:
+                raise StoreError(f"data store {self.shown} is a file, not a folder")
+            bucket = self.base.split("/", 1)[0]
+            if not self.rename and self.filesystem.get_file_info(bucket).type != _FOLDER:
+                raise StoreError(f"data store {self.shown}: bucket {bucket} does not exist")
+
+    def put(self, source: Path, hash_: str, kind: str) -> bool:
+        size = source.stat().st_size
+        written = self.size(hash_, kind) != size
+        if written:
+            self._upload(source, hash_, kind)
+        self.adopt(source, hash_, kind)
+        return written
+
+    def _upload(self, source: Path, hash_: str, kind: str) -> None:
+        key = self.key(hash_, kind)
+        with self._errors(f"cannot store {folder_of(kind)}/{hash_}"):
+            parent = key.rsplit("/", 1)[0]
+            if self.rename:
+                self.filesystem.create_dir(parent, recursive=True)
+            target = f"{parent}/.pending-{secrets.token_hex(8)}" if self.rename else key
+            with open(source, "rb") as src, self.filesystem.open_output_stream(target) as out:
+                while chunk := src.read(_CHUNK):
+                    out.write(chunk)
+            if self.rename:
+                self.filesystem.move(target, key)
+
+    def fetch(self, hash_: str, kind: str) -> Path:
+        path = self.cache / folder_of(kind) / hash_
+        if path.exists():
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".pending-{secrets.token_hex(8)}"
+        hasher = hashlib.sha3_256()
+        try:
+            with self.open(hash_, kind) as src, open(tmp, "wb") as out:
+                while chunk := src.read(_CHUNK):
+                    hasher.update(chunk)
+                    out.write(chunk)
+            if Multihash.from_digest(hasher.digest()) != hash_:
+                raise StoreError(
+                    f"data store {self.shown}: object {folder_of(kind)}/{hash_} does not "
+                    "match its hash (run `reconcile verify --integrity`)"
+                )
+            os.replace(tmp, path)
+        except FileNotFoundError:
+            pass  # a missing object: the caller's read reports it as a missing file
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path
+
+    def adopt(self, source: Path, hash_: str, kind: str) -> None:
+        """Keep a file just stored as the cached copy of its object (moved, not copied)."""
+        path = self.cache / folder_of(kind) / hash_
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            source.unlink()
+        else:
+            os.replace(source, path) if _same_device(source, path.parent) else _move(source, path)
+            fsync_dir(path.parent)
+
+    def size(self, hash_: str, kind: str) -> int | None:
+        with self._errors(f"cannot read {folder_of(kind)}/{hash_}"):
+            info = self.filesystem.get_file_info(self.key(hash_, kind))
+        return info.size if info.type == pafs.FileType.File else None
+
+    @contextlib.contextmanager
+    def open(self, hash_: str, kind: str) -> Iterator[BinaryIO]:
+        with self._errors(f"cannot read {folder_of(kind)}/{hash_}"):
+            stream = self.filesystem.open_input_stream(self.key(hash_, kind))
+        with stream:
+            yield stream
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """pyarrow's OSError (credentials, network, a missing bucket) as one StoreError;
+        a missing object stays a FileNotFoundError."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            hint = " (credentials come from the environment or the AWS configuration)"
+            remote = not self.rename
+            raise StoreError(
+                f"data store {self.shown} {what}: {_scrubbed(str(e))}{hint if remote else ''}"
+            ) from None
+
+
+def _scrubbed(message: str) -> str:
+    """An SDK message with any credential from the environment blanked out."""
+    for name in _SECRETS:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            message = message.replace(value, "***")
+    return " ".join(message.split())
+
+
+def _same_device(a: Path, folder: Path) -> bool:
+    return a.stat().st_dev == folder.stat().st_dev
+
+
+def _move(source: Path, target: Path) -> None:
+    tmp = target.parent / f".pending-{secrets.token_hex(8)}"
+    try:
+        with open(source, "rb") as src, open(tmp, "wb") as out:
+            while chunk := src.read(_CHUNK):
+                out.write(chunk)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    source.unlink()
+
+
+def open_store(setting: str, s3: dict[str, Any], root: Path, cache: Path) -> FileSystemStore:
+    """The store a ``data_store`` setting names (not ``"odf"``, the dataset folders):
+    ``s3://bucket/prefix`` (with ``[tool.reconciler.s3]``'s ``endpoint_url`` and
+    ``region``) or a folder, absolute or relative to the repository root."""
+    if setting.startswith("s3://"):
+        base = setting.removeprefix("s3://").strip("/")
+        if not base:
+            raise ValueError(f"data_store {setting!r} names no bucket")
+        options: dict[str, Any] = {}
+        endpoint = s3.get("endpoint_url")
+        if endpoint:
+            scheme, _, host = str(endpoint).partition("://")
+            options["endpoint_override"] = host or scheme
+            options["scheme"] = scheme if host else "https"
+        if s3.get("region"):
+            options["region"] = str(s3["region"])
+        return FileSystemStore(pafs.S3FileSystem(**options), base, cache, setting)
+    folder = (root / setting).resolve()
+    return FileSystemStore(pafs.LocalFileSystem(), str(folder), cache, str(folder), rename=True)

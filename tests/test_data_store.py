@@ -1,0 +1,403 @@
+"""Data and checkpoint files in a store beside git: the dataset folder, another folder, S3.
+
+The S3 store is driven against a real S3-compatible server (moto's standalone server, a
+separate process on 127.0.0.1, with authentication on) through the production client,
+pyarrow's ``S3FileSystem``, from the CLI. The server's request log tells what a run
+fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from gitops_repo import GitOpsRepo, manifest, root_events
+from pyarrow import fs as pafs
+from pyspark.sql import SparkSession
+from transform_repo import VOCAB, derivative
+from typer.testing import CliRunner, Result
+
+from reconciler.cli import app
+from reconciler.config import ConfigError, RepoConfig
+from reconciler.odf import models
+from reconciler.odf.hashing import physical_hash
+from reconciler.odf.repository import Dataset
+from reconciler.odf.store_fs import FileSystemStore
+
+ROOT = "org.example.readings"
+DERIVED = "org.example.readings.doubled"
+BUCKET = "odf-test"
+CSV1 = "day,id,qty\n2026-01-01,a,1\n2026-01-01,b,2\n"
+CSV2 = "day,id,qty\n2026-01-02,a,3\n"
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+    key: str
+    secret: str
+    log: Path
+
+    def filesystem(self) -> pafs.S3FileSystem:
+        return pafs.S3FileSystem(
+            endpoint_override=self.endpoint.removeprefix("http://"),
+            scheme="http",
+            region="us-east-1",
+            access_key=self.key,
+            secret_key=self.secret,
+        )
+
+    def requests(self) -> list[str]:
+        """Every request line the server logged so far (``GET /bucket/key``…)."""
+        text = self.log.read_text(errors="replace")
+        return re.findall(r'"([A-Z]+ /\S*) HTTP/1\.1"', text)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's server with IAM authentication: a user with one access key may do anything,
+    any other credentials are refused. The bucket is made through pyarrow's client."""
+    pytest.importorskip("moto")
+    boto3 = pytest.importorskip("boto3")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("moto") / "requests.log"
+    # The first three requests (the IAM setup below) need no signature; then all do.
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"moto server did not start: {log.read_text()}") from None
+                time.sleep(0.1)
+        endpoint = f"http://127.0.0.1:{port}"
+        iam = boto3.client(
+            "iam",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="setup",
+            aws_secret_access_key="setup",
+        )
+        iam.create_user(UserName="reconciler")
+        key = iam.create_access_key(UserName="reconciler")["AccessKey"]
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+        }
+        iam.put_user_policy(
+            UserName="reconciler", PolicyName="all", PolicyDocument=json.dumps(policy)
+        )
+        server = S3Server(endpoint, key["AccessKeyId"], key["SecretAccessKey"], log)
+        creator = pafs.S3FileSystem(
+            endpoint_override=endpoint.removeprefix("http://"),
+            scheme="http",
+            region="us-east-1",
+            access_key=server.key,
+            secret_key=server.secret,
+            allow_bucket_creation=True,
+        )
+        creator.create_dir(BUCKET)
+        yield server
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def credentials(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The server's credentials in the environment, and no other AWS configuration."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret)
+    _isolate(monkeypatch)
+    return s3_server
+
+
+def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+
+
+def make_repo(root: Path, data_store: str | None, endpoint: str | None = None) -> GitOpsRepo:
+    """A root (an Append of ``sources/*.csv``) and a derivative of it, storing data in
+    ``data_store`` (None: the default, the dataset folders)."""
+    repo = GitOpsRepo.create(root)
+    settings = "[tool.reconciler]\n"
+    if data_store is not None:
+        settings += f'data_store = "{data_store}"\n'
+    if endpoint is not None:
+        settings += f'\n[tool.reconciler.s3]\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
+    (root / "pyproject.toml").write_text(settings)
+    events = root_events(schema="[day DATE, id STRING, qty BIGINT]", extra=VOCAB)
+    repo.write(ROOT, manifest(ROOT, "Root", events))
+    derivative(repo, DERIVED, [ROOT], f"SELECT day, id, qty * 2 AS qty2 FROM `{ROOT}`")
+    (root / "sources").mkdir()
+    (root / "sources" / "1.csv").write_text(CSV1)
+    return repo
+
+
+def cli(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(app, ["-C", str(root), *args])
+
+
+def apply(root: Path, when: str) -> Result:
+    result = cli(root, "apply", "--yes", "--system-time", when)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def stored_files(root: Path) -> list[str]:
+    """Every data and checkpoint file inside the dataset folders."""
+    odf = root / "odf"
+    return sorted(
+        str(p.relative_to(odf))
+        for p in odf.glob("*/*/*")
+        if p.is_file() and p.parent.name in ("data", "checkpoints")
+    )
+
+
+def named_objects(dataset: Dataset) -> list[tuple[str, str]]:
+    """(kind, physical hash) of every data and checkpoint file the chain names."""
+    named = []
+    for _, block in dataset.iter_blocks():
+        event = block.event
+        if isinstance(event, models.AddData | models.ExecuteTransform):
+            if event.new_data is not None:
+                named.append(("data", event.new_data.physical_hash))
+            if event.new_checkpoint is not None:
+                named.append(("checkpoint", event.new_checkpoint.physical_hash))
+    return named
+
+
+def logical_hashes(root: Path) -> dict[str, list[str]]:
+    repo = RepoConfig.load(root).repository()
+    found: dict[str, list[str]] = {}
+    for name in (ROOT, DERIVED):
+        for _, block in repo.dataset(name).iter_blocks():
+            event = block.event
+            if isinstance(event, models.AddData | models.ExecuteTransform) and event.new_data:
+                found.setdefault(name, []).append(event.new_data.logical_hash)
+    return found
+
+
+@dataclass(frozen=True)
+class Built:
+    root: Path
+    prefix: str
+    first: dict[str, list[tuple[str, str]]]
+    """The objects each dataset's chain named after the first apply."""
+    second_requests: list[str]
+    """What the server was asked during the second apply (with an empty cache)."""
+
+
+@pytest.fixture(scope="module")
+def built(
+    tmp_path_factory: pytest.TempPathFactory, spark: SparkSession, s3_server: S3Server
+) -> Iterator[Built]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_ACCESS_KEY_ID", s3_server.key)
+        mp.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret)
+        _isolate(mp)
+        root = tmp_path_factory.mktemp("s3store") / "repo"
+        prefix = f"{BUCKET}/built"
+        make_repo(root, f"s3://{prefix}", s3_server.endpoint)
+        apply(root, "2026-01-01T06:00:00Z")
+        repo = RepoConfig.load(root).repository()
+        first = {n: named_objects(repo.dataset(n)) for n in (ROOT, DERIVED)}
+        # A fresh checkout: nothing cached. The next run fetches only what it reads.
+        shutil.rmtree(root / ".reconcile-cache")
+        (root / "sources" / "2.csv").write_text(CSV2)
+        before = len(s3_server.requests())
+        apply(root, "2026-01-02T06:00:00Z")
+        second = s3_server.requests()[before:]
+        yield Built(root, prefix, first, second)
+
+
+def test_data_goes_to_the_store_and_only_blocks_and_refs_stay_in_git(
+    built: Built, s3_server: S3Server
+) -> None:
+    assert stored_files(built.root) == []
+    assert not list((built.root / "odf").glob("*/data/*"))
+    s3 = s3_server.filesystem()
+    repo = RepoConfig.load(built.root).repository()
+    for name in (ROOT, DERIVED):
+        objects = named_objects(repo.dataset(name))
+        assert objects, name
+        for kind, hash_ in objects:
+            folder = "data" if kind == "data" else "checkpoints"
+            info = s3.get_file_info(f"{built.prefix}/{folder}/{hash_}")
+            assert info.type == pafs.FileType.File, (name, kind, hash_)
+    text = "".join(
+        p.read_text(errors="replace")
+        for p in (built.root / "odf").rglob("*")
+        if p.is_file() and "blocks" not in p.parts
+    )
+    assert s3_server.secret not in text
+
+
+def test_a_run_fetches_only_what_it_reads(built: Built) -> None:
+    gets = [r.split(" ", 1)[1] for r in built.second_requests if r.startswith("GET ")]
+    old_data = [h for name in (ROOT, DERIVED) for kind, h in built.first[name] if kind == "data"]
+    assert old_data
+    for hash_ in old_data:
+        assert not any(hash_ in path for path in gets), (hash_, gets)
+    # Object reads (listings, ``/bucket?prefix=…``, are how sizes are looked up).
+    fetched = [p for p in gets if p.startswith(f"/{built.prefix}/")]
+    assert all(p.startswith(f"/{built.prefix}/checkpoints/") for p in fetched), fetched
+    # Nothing is uploaded twice: every PUT is of a new object.
+    puts = [r.split(" ", 1)[1].split("?")[0] for r in built.second_requests if r.startswith("PUT ")]
+    assert len(puts) == len(set(puts))
+    assert not any(h in p for h in old_data for p in puts)
+
+
+def test_verify_checks_the_stores_objects_and_replays_from_them(built: Built) -> None:
+    shutil.rmtree(built.root / ".reconcile-cache", ignore_errors=True)
+    integrity = cli(built.root, "verify", "--integrity")
+    assert integrity.exit_code == 0, integrity.output
+    replay = cli(built.root, "verify")
+    assert replay.exit_code == 0, replay.output
+
+
+def test_sql_reads_the_data_from_the_store(built: Built) -> None:
+    shutil.rmtree(built.root / ".reconcile-cache", ignore_errors=True)
+    query = f"SELECT id, qty2 FROM `{DERIVED}` ORDER BY offset"
+    result = cli(built.root, "sql", query, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == ["id,qty2", "a,2", "b,4", "a,6"]
+
+
+def test_a_missing_or_changed_object_is_caught_by_verify(
+    built: Built, s3_server: S3Server, credentials: S3Server
+) -> None:
+    s3 = s3_server.filesystem()
+    hash_ = next(h for kind, h in built.first[ROOT] if kind == "data")
+    key = f"{built.prefix}/data/{hash_}"
+    with s3.open_input_stream(key) as f:
+        original = f.read()
+    try:
+        s3.delete_file(key)
+        missing = cli(built.root, "verify", "--integrity", ROOT)
+        assert missing.exit_code == 1, missing.output
+        assert f"data file {hash_} is missing from the data store" in missing.output
+        changed = bytearray(original)
+        changed[len(changed) // 2] ^= 0xFF
+        with s3.open_output_stream(key) as f:
+            f.write(bytes(changed))
+        corrupted = cli(built.root, "verify", "--integrity", ROOT)
+        assert corrupted.exit_code == 1, corrupted.output
+        assert f"do not match physical hash {hash_}" in corrupted.output
+    finally:
+        with s3.open_output_stream(key) as f:
+            f.write(original)
+    assert cli(built.root, "verify", "--integrity", ROOT).exit_code == 0
+
+
+@pytest.mark.parametrize("secret", ["wrong", None], ids=["wrong", "missing"])
+def test_bad_credentials_are_one_error_and_nothing_is_written(
+    tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, secret: str | None
+) -> None:
+    _isolate(monkeypatch)
+    if secret is None:
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    else:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    root = tmp_path / "repo"
+    make_repo(root, f"s3://{BUCKET}/refused", s3_server.endpoint)
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.output
+    assert errors[0].startswith(f"error: data store s3://{BUCKET}/refused cannot be reached")
+    assert "credentials come from the environment" in errors[0]
+    assert "Traceback" not in result.output
+    assert s3_server.secret not in result.output
+    assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
+
+
+def test_a_missing_bucket_is_one_error_and_nothing_is_written(
+    tmp_path: Path, credentials: S3Server
+) -> None:
+    root = tmp_path / "repo"
+    make_repo(root, "s3://no-such-bucket/p", credentials.endpoint)
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1] == (
+        "error: data store s3://no-such-bucket/p: bucket no-such-bucket does not exist"
+    )
+    assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
+
+
+def test_credentials_are_refused_in_the_repository(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.reconciler]\ndata_store = "s3://b/p"\n[tool.reconciler.s3]\nsecret_key = "x"\n'
+    )
+    with pytest.raises(ConfigError, match="credentials come from the environment"):
+        RepoConfig.load(tmp_path)
+
+
+def test_an_object_already_stored_is_not_uploaded_again(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    store = FileSystemStore(s3_server.filesystem(), f"{BUCKET}/once", tmp_path / "cache", "s3")
+    for i in range(2):
+        source = tmp_path / f"file{i}"
+        source.write_bytes(b"same bytes")
+        hash_ = physical_hash(source)
+        assert store.put(source, hash_, "data") is (i == 0)
+        assert not source.exists()  # kept as the cached copy
+    assert store.fetch(hash_, "data").read_bytes() == b"same bytes"
+    assert store.size(hash_, "data") == len(b"same bytes")
+
+
+def test_the_same_logical_hashes_wherever_the_data_lives(
+    tmp_path: Path, spark: SparkSession, credentials: S3Server
+) -> None:
+    stores = {
+        "dataset folder": None,
+        "another folder": "../shared-store",
+        "s3": f"s3://{BUCKET}/same",
+    }
+    found = {}
+    for label, setting in stores.items():
+        root = tmp_path / label.replace(" ", "-") / "repo"
+        endpoint = credentials.endpoint if label == "s3" else None
+        make_repo(root, setting, endpoint)
+        apply(root, "2026-01-01T06:00:00Z")
+        found[label] = logical_hashes(root)
+        if setting is not None:
+            assert stored_files(root) == []
+        assert cli(root, "verify", "--integrity").exit_code == 0
+    folder = tmp_path / "another-folder" / "shared-store"
+    assert sorted(p.parent.name for p in folder.rglob("*") if p.is_file())
+    assert found["dataset folder"] == found["another folder"] == found["s3"]
+    assert set(found["dataset folder"]) == {ROOT, DERIVED}
