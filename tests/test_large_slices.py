@@ -28,7 +28,6 @@ ROOT = "org.example.large"
 DERIVED = "org.example.large.mapped"
 ROWS = 1_000_000
 PAYLOAD = 280  # characters of text per row: the slice is about 300 MB as Arrow
-DRIVER_LIMIT_MB = 250
 
 # Runs the CLI in this interpreter and records the process's own peak RSS (KiB on
 # Linux) in the file named by the first argument, however the CLI exits.
@@ -44,17 +43,17 @@ finally:
 """
 
 
-def write_source(path: Path) -> None:
-    """``ROWS`` rows of ``event_time, id, payload``, written a block at a time."""
+def write_source(path: Path, rows: int = ROWS) -> None:
+    """``rows`` rows of ``event_time, id, payload``, written a block at a time."""
     words = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
     text = (words * (PAYLOAD // len(words) + 1))[:PAYLOAD]
     with path.open("w") as f:
         f.write("event_time,id,payload\n")
-        for start in range(0, ROWS, 10_000):
+        for start in range(0, rows, 10_000):
             f.write(
                 "".join(
                     f"2026-01-01T00:{i % 60:02d}:{i % 59:02d}Z,{i},{text[i % 17 :]}{i}\n"
-                    for i in range(start, start + 10_000)
+                    for i in range(start, min(start + 10_000, rows))
                 )
             )
 
@@ -64,16 +63,18 @@ def arrow_size(path: Path) -> int:
     return sum(b.nbytes for b in pq.ParquetFile(path).iter_batches(batch_size=1 << 16))
 
 
-def test_a_slice_larger_than_the_driver_is_written_by_spark_and_streamed(tmp_path: Path) -> None:
-    repo = GitOpsRepo.create(tmp_path / "repo")
+def apply_measured(root: Path, rows: int) -> tuple[GitOpsRepo, float]:
+    """A root of ``rows`` rows and a filter over it, applied by a real ``reconcile``
+    process; the repository and that process's own peak RSS in MB (the JVM and Spark's
+    Python workers are other processes)."""
+    repo = GitOpsRepo.create(root)
     (repo.root / "sources").mkdir()
-    write_source(repo.root / "sources" / "big.csv")
+    write_source(repo.root / "sources" / "big.csv", rows)
     schema = "[event_time TIMESTAMP, id BIGINT, payload STRING]"
     repo.write(ROOT, manifest(ROOT, "Root", root_events(schema)))
     query = f"SELECT event_time, id, upper(payload) AS payload FROM `{ROOT}` WHERE id % 2 = 0"
     repo.write(DERIVED, manifest(DERIVED, "Derivative", derivative_events([ROOT], query)))
-    peak_file = tmp_path / "peak"
-
+    peak_file = root.parent / f"peak-{rows}"
     done = subprocess.run(
         [sys.executable, "-c", WRAPPER, str(peak_file), "-C", str(repo.root), "apply", "--yes"],
         capture_output=True,
@@ -81,9 +82,15 @@ def test_a_slice_larger_than_the_driver_is_written_by_spark_and_streamed(tmp_pat
         check=False,
         timeout=600,
     )
-
     assert done.returncode == 0, done.stdout + done.stderr
-    peak_mb = int(peak_file.read_text()) / 1024
+    return repo, int(peak_file.read_text()) / 1024
+
+
+def test_a_slice_larger_than_the_driver_is_written_by_spark_and_streamed(tmp_path: Path) -> None:
+    # The same run over 10,000 rows gives the driver's own footprint (interpreter, Spark
+    # client, Arrow); a driver that held the big slice would need its size on top.
+    _, baseline_mb = apply_measured(tmp_path / "small", 10_000)
+    repo, peak_mb = apply_measured(tmp_path / "repo", ROWS)
     root, derived = repo.odf.dataset(ROOT), repo.odf.dataset(DERIVED)
     assert check_integrity(root) == [] and check_integrity(derived) == []
     (root_slice,) = _slices(root)
@@ -97,7 +104,8 @@ def test_a_slice_larger_than_the_driver_is_written_by_spark_and_streamed(tmp_pat
         assert [f.nullable for f in written] == [f.nullable for f in declared]
     size_mb = arrow_size(root_slice[1]) / 2**20
     assert size_mb > 290, f"the root slice is only {size_mb:.0f} MB as Arrow"
-    assert peak_mb < DRIVER_LIMIT_MB, json.dumps({"peak_mb": peak_mb, "slice_mb": size_mb})
+    measured = {"peak_mb": peak_mb, "baseline_mb": baseline_mb, "slice_mb": size_mb}
+    assert peak_mb - baseline_mb < size_mb / 2, json.dumps(measured)
 
 
 def _slices(dataset: Dataset) -> list[tuple[models.DataSlice, Path]]:
