@@ -384,7 +384,7 @@ def test_the_same_logical_hashes_wherever_the_data_lives(
 ) -> None:
     stores = {
         "dataset folder": None,
-        "another folder": "../shared-store",
+        "another folder": "../data-store",
         "s3": f"s3://{BUCKET}/same",
     }
     found = {}
@@ -397,7 +397,7 @@ def test_the_same_logical_hashes_wherever_the_data_lives(
         if setting is not None:
             assert stored_files(root) == []
         assert cli(root, "verify", "--integrity").exit_code == 0
-    folder = tmp_path / "another-folder" / "shared-store"
+    folder = tmp_path / "another-folder" / "data-store"
     assert sorted(p.parent.name for p in folder.rglob("*") if p.is_file())
     assert found["dataset folder"] == found["another folder"] == found["s3"]
     assert set(found["dataset folder"]) == {ROOT, DERIVED}

@@ -297,11 +297,6 @@ def duration(seconds: float) -> str:
     return f"{minutes} min {rest} s"
 
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 dataset``, ``6 datasets``, ``1,212 records``, ``2 queries``."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
-
-
 class ReconcileGroup(TyperGroup):
     """The app's command group: every way out of it ends in a documented exit code.
 

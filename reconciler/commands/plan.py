@@ -27,7 +27,8 @@ from ..plan.render_markdown import render_markdown
 from ..plan.render_text import render_text
 from ..plan.selection import plan_graph, restrict
 from ..planning import PlanRequest, make_plan
-from .common import OutputFormat, Session, count, fail, selection
+from ..wording import count
+from .common import OutputFormat, Session, fail, selection
 
 
 class _QueryCounter:

@@ -20,7 +20,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..apply import Outcome, Status
-from .common import count, duration
+from ..wording import count
+from .common import duration
 
 _LABELS = {
     Status.UPDATED: "updated",

@@ -12,6 +12,7 @@ import typer
 from ..gitops import GitError
 from ..lineage import lineage_graph
 from ..verify import Verdict, changes_since, dataset_names, verify_change, verify_dataset
+from ..wording import count
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -19,7 +20,6 @@ from .common import (
     JavaNotFound,
     OutputFormat,
     Session,
-    count,
     duration,
     existing,
     fail,

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..apply import Outcome, Status
-from ..commands.common import count
+from ..wording import count
 
 _ENV_NAME = re.compile(r"\$\{\{[^}]*?\benv\.([A-Za-z0-9_-]+)")
 _ADVANCED = (Status.UPDATED, Status.DELETED)
