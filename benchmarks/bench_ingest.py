@@ -11,6 +11,7 @@ Why: ingest is what a scheduled reconcile spends its time on. Two questions matt
    so the state stays the same size while the history grows.
 
 Usage: python benchmarks/bench_ingest.py [--rows 1000000] [--batch 20000] [--rounds 50]
+                                         [--repeat 3]
 Prints figures only; asserts nothing.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import resource
 import shutil
 import sys
@@ -83,6 +85,11 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def load() -> str:
+    """The 1-minute load average: on a shared machine a figure is only as good as it."""
+    return f"load average {os.getloadavg()[0]:.1f}"
+
+
 def timed_pull(root: Path, name: str, context: IngestContext) -> tuple[float, int, float]:
     dataset = OdfRepository(root / "odf").dataset(name)
     reset_peak()
@@ -96,6 +103,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many full runs")
     args = parser.parse_args()
     spark = get_spark(SparkSettings.load(Path(__file__).resolve().parents[1]))
     context = IngestContext(spark=lambda: spark, base_dir=Path("/"), env={})
@@ -105,11 +113,14 @@ def main() -> None:
         big.parent.mkdir()
         write_csv(big, np.arange(args.rows), seed=1)
         size = big.stat().st_size / 1e6
-        print(f"{args.rows:,} rows, {size:.1f} MB of CSV; master {spark.sparkContext.master}")
+        print(
+            f"{args.rows:,} rows, {size:.1f} MB of CSV; master {spark.sparkContext.master};"
+            f" load average {os.getloadavg()[0]:.1f}"
+        )
 
-        # The better of two runs: the first also warms up the JVM's code paths.
+        # The best of --repeat runs: the first also warms up the JVM's code paths.
         runs = []
-        for attempt in range(2):
+        for attempt in range(args.repeat):
             start = time.perf_counter()
             out = work / f"baseline-{attempt}.parquet"
             frame = spark.read.schema(", ".join(SCHEMA)).csv(str(big), header=True)
@@ -117,12 +128,15 @@ def main() -> None:
             runs.append(time.perf_counter() - start)
         baseline = min(runs)
         rate = args.rows / baseline
-        print(f"baseline spark.read.csv().write.parquet(): {baseline:.2f} s ({rate:,.0f} rows/s)")
-        # Like the baseline, the better of two runs (each into a new dataset); the first
+        print(
+            f"baseline spark.read.csv().write.parquet(): {baseline:.2f} s ({rate:,.0f} rows/s)"
+            f" (runs: {', '.join(f'{s:.2f} s' for s in runs)}); {load()}"
+        )
+        # Like the baseline, the best of --repeat runs (each into a new dataset); the first
         # run of the first strategy also pays for warming up the JVM's code paths.
         for label, merge in MERGES.items():
             runs = []
-            for attempt in range(2):
+            for attempt in range(args.repeat):
                 root = work / f"full-{label}-{attempt}"
                 root.mkdir()
                 new_dataset(root, label, str(big), merge)
@@ -134,9 +148,10 @@ def main() -> None:
                 + ", ".join(f"{s:.2f} s" for s, _, _ in runs)
                 + "); driver peak RSS per run: "
                 + ", ".join(f"{m:.0f} MB" for _, _, m in runs)
+                + f"; {load()}"
             )
 
-        print(f"\n1st vs {args.rounds}th ingest of {args.batch:,} new rows")
+        print(f"\n1st vs {args.rounds}th ingest of {args.batch:,} new rows; {load()}")
         for label, merge in MERGES.items():
             root = work / f"rounds-{label}"
             (root / "in").mkdir(parents=True)
@@ -156,7 +171,7 @@ def main() -> None:
             print(
                 f"{label:8s} 1st {first:.2f} s, 2nd {second:.2f} s, {n}th {last:.2f} s:"
                 f" {n}th/1st = {last / first:.2f}, {n}th/2nd = {last / second:.2f};"
-                f" driver peak RSS per run up to {max(peaks):.0f} MB"
+                f" driver peak RSS per run up to {max(peaks):.0f} MB; {load()}"
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -3,9 +3,8 @@
 Why: after roots, a scheduled reconcile spends its time running derivative queries. The
 question is what an ODF transform (reading the input's new slice in offset order, running
 the query, putting its output in a deterministic order, having a Spark task write it as
-one Parquet slice with its system columns, hashing it physically and logically by
-streaming the file,
-writing the watermark checkpoint and appending blocks) costs on top of the cheapest Spark
+one Parquet slice with its system columns, hashing it physically and logically as it
+writes, writing the watermark checkpoint and appending blocks) costs on top of the cheapest Spark
 job that runs the same SQL, over a view of the root's Parquet data file, written with
 ``df.write.parquet`` in the same session.
 
@@ -197,7 +196,6 @@ class Probe:
             self.wrap(execute, "_input_frame", "input_frame"),
             self.wrap(execute, "apply_transform", "analyse"),
             self.wrap(execute, "write_frame", "write_slice"),
-            self.wrap(execute, "hash_file", "hash"),
             self.wrap(execute, "_write_checkpoint", "checkpoint"),
         ]
         try:
@@ -372,7 +370,7 @@ def main() -> None:
             "transform = run_derivative as apply calls it: find the new input slice in the "
             "chains,\n  read it sorted by offset, run the query (and sort its output when the "
             "query leaves\n  the order open, e.g. an aggregation), a Spark task writes the "
-            "Parquet slice with\n  its system columns, the driver hashes it streaming (physical "
+            "Parquet slice with\n  its system columns and hashes it as it writes (physical "
             "+ logical), writes the\n  checkpoint, moves files, appends the ExecuteTransform "
             "(+ SetDataSchema) blocks; best of 2."
         )
@@ -449,7 +447,7 @@ def _total(probes: Mapping[str, Probe], d: str) -> float:
 def _stage_rest(probe: Probe, d: str) -> float:
     """What ``stage_transform`` spends outside the probed parts: the output schema (a
     plan with no rows) and the block."""
-    parts = ("input_frame", "analyse", "write_slice", "hash", "checkpoint")
+    parts = ("input_frame", "analyse", "write_slice", "checkpoint")
     return probe.get(d, "stage") - sum(probe.get(d, k) for k in parts)
 
 
@@ -468,8 +466,7 @@ PARTS: list[tuple[str, Callable[[Probe, str], float]]] = [
     ("build input frame (lazy)", _part("input_frame")),
     ("analyse + sandbox query", _part("analyse")),
     ("output schema (no rows), other", _stage_rest),
-    ("Spark job: query, write the slice", _part("write_slice")),
-    ("hash it, streaming (phys. + logical)", _part("hash")),
+    ("Spark job: query, write + hash slice", _part("write_slice")),
     ("checkpoint (JSON)", _part("checkpoint")),
     ("commit: move files, append blocks", _part("commit")),
     ("other", _run_rest),

@@ -74,8 +74,8 @@ def verify_dataset(
 ) -> Verdict:
     """Check ``name``; replay its transforms when ``spark`` is given (started on demand)."""
     dataset = repo.dataset(name)
-    inspection = inspect_dataset(dataset)
-    verdict = Verdict(name, inspection.problems, len(inspection.blocks), files=inspection.files)
+    inspection = inspect_dataset(dataset, keep_blocks=spark is not None)  # a replay reads them
+    verdict = Verdict(name, inspection.problems, inspection.block_count, files=inspection.files)
     if not verdict.valid or spark is None:
         return verdict
     for state, hash_, block in _transform_runs(inspection.blocks):
@@ -110,7 +110,7 @@ def changes_since(repo: OdfRepository, repo_root: Path, base_ref: str) -> dict[s
 def verify_change(repo: OdfRepository, name: str, change: Change) -> Verdict:
     """Check only what ``change`` says changed in ``name`` (``integrity.inspect_change``)."""
     inspection = inspect_change(repo.dataset(name), change)
-    return Verdict(name, inspection.problems, len(inspection.blocks), files=inspection.files)
+    return Verdict(name, inspection.problems, inspection.block_count, files=inspection.files)
 
 
 def _transform_runs(

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import shapefile
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import (
     ArrayType,
@@ -46,9 +47,18 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def read(spark: SparkSession, step: Any, path: Path | None, tmp_path: Path) -> DataFrame:
-    frame = read_data(spark, step, path, tmp_path / "work")
+    """The checked data; released from the cache on return, so the tests' later actions
+    read the file again (it is still there)."""
+    frame = read_or_none(spark, step, path, tmp_path)
     assert frame is not None
     return frame
+
+
+def read_or_none(
+    spark: SparkSession, step: Any, path: Path | None, tmp_path: Path
+) -> DataFrame | None:
+    with read_data(spark, step, path, tmp_path / "work") as frame:
+        return frame
 
 
 def rows(frame: DataFrame) -> list[tuple[Any, ...]]:
@@ -130,11 +140,16 @@ def test_csv_result_is_the_cached_checked_data_without_corrupt_column(
     # Spark's file sources drop NOT NULL; read_data checks it instead (see the NOT NULL
     # test) and spark_schema keeps it for the writer.
     path = write(tmp_path, "in.csv", "A,1\n")
-    frame = read(spark, csv(schema=["city STRING NOT NULL", "n INT"]), path, tmp_path)
-    assert [(f.name, f.nullable) for f in frame.schema] == [("city", True), ("n", True)]
-    assert CORRUPT not in frame.columns
-    path.unlink()  # the rows now come from the cache filled by the check
-    assert rows(frame) == [("A", 1)]
+    step = csv(schema=["city STRING NOT NULL", "n INT"])
+    with read_data(spark, step, path, tmp_path / "work") as frame:
+        assert frame is not None
+        assert [(f.name, f.nullable) for f in frame.schema] == [("city", True), ("n", True)]
+        assert CORRUPT not in frame.columns
+        path.unlink()  # the rows now come from the cache filled by the check
+        assert rows(frame) == [("A", 1)]
+    # The cache is released on exit: the rows would have to be read again, from nothing.
+    with pytest.raises(Py4JJavaError, match="FILE_NOT_EXIST"):
+        frame.collect()
 
 
 def test_csv_without_schema_reads_every_column_as_string(
@@ -257,7 +272,7 @@ def test_empty_file_gives_empty_frame_with_schema_or_none(
     frame = read(spark, csv(schema=["a STRING NOT NULL", "b INT"]), path, tmp_path)
     assert frame.schema.simpleString() == "struct<a:string,b:int>"
     assert rows(frame) == []
-    assert read_data(spark, csv(header=True), path, tmp_path / "work") is None
+    assert read_or_none(spark, csv(header=True), path, tmp_path) is None
 
 
 def test_missing_file_gives_empty_frame_with_schema_or_none(
@@ -266,8 +281,8 @@ def test_missing_file_gives_empty_frame_with_schema_or_none(
     missing = tmp_path / "nope.csv"
     frame = read(spark, csv(schema=["a STRING"]), missing, tmp_path)
     assert (frame.schema.simpleString(), rows(frame)) == ("struct<a:string>", [])
-    assert read_data(spark, csv(), missing, tmp_path / "work") is None
-    assert read_data(spark, models.ReadStepNdJson(), None, tmp_path / "work") is None
+    assert read_or_none(spark, csv(), missing, tmp_path) is None
+    assert read_or_none(spark, models.ReadStepNdJson(), None, tmp_path) is None
 
 
 def test_csv_malformed_rows_are_reported_with_line_numbers(
@@ -283,7 +298,7 @@ def test_csv_malformed_rows_are_reported_with_line_numbers(
     )
     step = csv(header=True, schema=["city STRING", "population INT"])
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f"{path}: line 3: malformed record: B,abc: column population (INT): 'abc' is not a valid INT\n"
         f"{path}: line 4: malformed record: C,3000,extra: it has 3 fields, the schema has 2\n"
@@ -296,7 +311,7 @@ def test_csv_malformed_rows_are_reported_with_line_numbers(
 def test_csv_ragged_rows_fail_even_without_schema(spark: SparkSession, tmp_path: Path) -> None:
     path = write(tmp_path, "ragged.csv", "a,b\n1,2\n3,4,5\n")
     with pytest.raises(ReadError) as caught:
-        read_data(spark, csv(header=True), path, tmp_path / "work")
+        read_or_none(spark, csv(header=True), path, tmp_path)
     assert str(caught.value) == (
         f"{path}: line 3: malformed record: 3,4,5: it has 3 fields, the header has 2"
     )
@@ -307,7 +322,7 @@ def test_csv_many_malformed_rows_quote_the_first_twenty(
 ) -> None:
     path = write(tmp_path, "bad.csv", "".join(f"x{i}\n" for i in range(22)))
     with pytest.raises(ReadError) as caught:
-        read_data(spark, csv(schema=["n INT"]), path, tmp_path / "work")
+        read_or_none(spark, csv(schema=["n INT"]), path, tmp_path)
     assert str(caught.value) == "\n".join(
         [
             f"{path}: line {i + 1}: malformed record: x{i}: column n (INT): 'x{i}' is not a valid INT"
@@ -344,7 +359,7 @@ def test_csv_malformed_record_names_the_column_that_failed(
         ],
     )
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f"{path}: line 3: malformed record: 2026-11-01T00:00:00Z,oslo,warm,80: "
         "column temperature_c (DOUBLE): 'warm' is not a valid DOUBLE\n"
@@ -365,7 +380,7 @@ def test_csv_malformed_record_is_split_with_the_step_quote_and_escape(
     path = write(tmp_path, "data.csv", '1,"Oslo, Norway",12.5\n2,"Bergen, ""west""",warm\n')
     step = csv(schema=["id INT", "place STRING", "temperature_c DOUBLE"])
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f'{path}: line 2: malformed record: 2,"Bergen, ""west""",warm: '
         "column temperature_c (DOUBLE): 'warm' is not a valid DOUBLE"
@@ -373,7 +388,7 @@ def test_csv_malformed_record_is_split_with_the_step_quote_and_escape(
     custom = write(tmp_path, "data.ssv", "1;'it\\'s; fine';x\n")
     step = csv(separator=";", quote="'", escape="\\", schema=["id INT", "s STRING", "n INT"])
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, custom, tmp_path / "work")
+        read_or_none(spark, step, custom, tmp_path)
     assert str(caught.value) == (
         f"{custom}: line 1: malformed record: 1;'it\\'s; fine';x: "
         "column n (INT): 'x' is not a valid INT"
@@ -387,28 +402,28 @@ def test_malformed_record_keeps_the_plain_message_when_the_field_is_unknown(
     # INT either; with no value to name, the error only quotes the record.
     path = write(tmp_path, "empty.csv", '1,2\n3,""\n')
     with pytest.raises(ReadError) as empty:
-        read_data(spark, csv(nullValue="NA", schema=["a INT", "b INT"]), path, tmp_path / "work")
+        read_or_none(spark, csv(nullValue="NA", schema=["a INT", "b INT"]), path, tmp_path)
     assert str(empty.value) == f'{path}: line 2: malformed record: 3,""'
     # Spark keeps a backslash escape outside a quote as text where Python's csv module
     # drops it: the STRING column shows the two splits disagree, so nothing is claimed.
     path = write(tmp_path, "escape.csv", "1,C:\\dir\\x,z\n")
     step = csv(escape="\\", schema=["id INT", "path STRING", "n INT"])
     with pytest.raises(ReadError) as escape:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(escape.value) == f"{path}: line 1: malformed record: 1,C:\\dir\\x,z"
     # Spark reads single-quoted JSON, which json.loads refuses: its parsed column shows
     # the text was JSON enough for Spark.
     path = write(tmp_path, "quotes.ndjson", "{'id': 1, 'value': 'high'}\n")
     step = models.ReadStepNdJson.model_validate({"schema": ["id INT", "value DOUBLE"]})
     with pytest.raises(ReadError) as quotes:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(quotes.value) == f"{path}: line 1: malformed record: {{'id': 1, 'value': 'high'}}"
 
 
 def test_csv_null_in_not_null_column_fails(spark: SparkSession, tmp_path: Path) -> None:
     path = write(tmp_path, "in.csv", "A,1\n,2\n,3\n")
     with pytest.raises(ReadError) as caught:
-        read_data(spark, csv(schema=["city STRING NOT NULL", "n INT"]), path, tmp_path / "work")
+        read_or_none(spark, csv(schema=["city STRING NOT NULL", "n INT"]), path, tmp_path)
     assert str(caught.value) == f"{path}: column 'city' is NOT NULL but 2 records have no value"
 
 
@@ -421,7 +436,7 @@ def test_csv_options_must_be_single_characters(spark: SparkSession, tmp_path: Pa
         ({"escape": "\\\\"}, "Csv.escape must be a single character, got '\\\\\\\\'"),
     ]:
         with pytest.raises(ReadError) as caught:
-            read_data(spark, csv(**option), path, tmp_path / "work")
+            read_or_none(spark, csv(**option), path, tmp_path)
         assert str(caught.value) == message
 
 
@@ -436,7 +451,7 @@ def test_csv_header_names_are_case_sensitive_and_case_twins_are_refused(
     assert frame.columns == ["Name", "value"]
     twins = write(tmp_path, "twins.csv", "a,A\n1,2\n")
     with pytest.raises(ReadError) as caught:
-        read_data(spark, csv(header=True), twins, tmp_path / "work")
+        read_or_none(spark, csv(header=True), twins, tmp_path)
     assert str(caught.value) == (
         f"{twins}: columns 'a' and 'A' differ only in case, which this Spark session "
         "(spark.sql.caseSensitive=false) cannot hold apart"
@@ -495,7 +510,7 @@ def test_json_wrong_sub_path_and_non_array_are_errors(spark: SparkSession, tmp_p
     for sub_path, message in cases:
         step = models.ReadStepJson.model_validate({"subPath": sub_path})
         with pytest.raises(ReadError) as caught:
-            read_data(spark, step, path, tmp_path / "work")
+            read_or_none(spark, step, path, tmp_path)
         assert str(caught.value) == message
 
 
@@ -505,7 +520,7 @@ def test_json_record_of_wrong_type_is_reported_by_record_number(
     path = write(tmp_path, "in.json", '[{"n": 1}, {"n": "x"}]')
     step = models.ReadStepJson.model_validate({"schema": ["n INT"]})
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f'{path}: record 2: malformed record: {{"n":"x"}}: column n (INT): "x" is not a valid INT'
     )
@@ -539,14 +554,14 @@ def test_ndjson_malformed_lines_are_reported_with_line_numbers(
     path = write(tmp_path, "in.ndjson", '{"n": 1}\n\n{"n": oops\n{"n": 1.5}\n')
     step = models.ReadStepNdJson.model_validate({"schema": ["n INT"]})
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f'{path}: line 3: malformed record: {{"n": oops: not valid JSON (Expecting value at char 6)\n'
         f'{path}: line 4: malformed record: {{"n": 1.5}}: column n (INT): 1.5 is not a valid INT'
     )
     # Without a schema, unparsable JSON is still an error, not a `_corrupt_record` column.
     with pytest.raises(ReadError) as inferred:
-        read_data(spark, models.ReadStepNdJson(), path, tmp_path / "work")
+        read_or_none(spark, models.ReadStepNdJson(), path, tmp_path)
     assert str(inferred.value) == (
         f'{path}: line 3: malformed record: {{"n": oops: not valid JSON (Expecting value at char 6)'
     )
@@ -566,7 +581,7 @@ def test_ndjson_malformed_record_names_the_column_that_failed(
     )
     step = models.ReadStepNdJson.model_validate({"schema": ["sensor STRING", "Value DOUBLE"]})
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f'{path}: line 2: malformed record: {{"sensor": "s2", "value": 2, "Value": "high"}}: '
         'column Value (DOUBLE): "high" is not a valid DOUBLE\n'
@@ -585,7 +600,7 @@ def test_ndjson_malformed_record_that_is_not_json_says_why(
     )
     step = models.ReadStepNdJson.model_validate({"schema": ["sensor STRING", "value DOUBLE"]})
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f'{path}: line 2: malformed record: {{"sensor": "s2" "value": 2}}: '
         "not valid JSON (Expecting ',' delimiter at char 16)\n"
@@ -604,7 +619,7 @@ def test_ndjson_keys_match_schema_names_case_sensitively(
     assert rows(read(spark, step, path, tmp_path)) == [(None, 2)]
     twins = models.ReadStepNdJson.model_validate({"schema": ["Value INT", "value INT"]})
     with pytest.raises(ReadError) as caught:
-        read_data(spark, twins, path, tmp_path / "work")
+        read_or_none(spark, twins, path, tmp_path)
     assert str(caught.value) == (
         f"{path}: columns 'Value' and 'value' differ only in case, which this Spark session "
         "(spark.sql.caseSensitive=false) cannot hold apart"
@@ -640,7 +655,7 @@ def test_geojson_features_become_rows_with_geometry_json(
 def test_geojson_must_be_a_feature_collection(spark: SparkSession, tmp_path: Path) -> None:
     path = write(tmp_path, "in.geojson", FEATURES[0])
     with pytest.raises(ReadError) as caught:
-        read_data(spark, models.ReadStepGeoJson(), path, tmp_path / "work")
+        read_or_none(spark, models.ReadStepGeoJson(), path, tmp_path)
     assert str(caught.value) == f"{path}: expected a GeoJSON FeatureCollection, got 'Feature'"
 
 
@@ -655,7 +670,7 @@ def test_ndgeojson_errors_name_the_source_line(spark: SparkSession, tmp_path: Pa
     path = write(tmp_path, "in.ndgeojson", FEATURES[0] + "\n\n" + FEATURES[1] + "\n")
     step = models.ReadStepNdGeoJson.model_validate({"schema": ["id INT", "name INT"]})
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f"{path}: line 1: malformed record: "
         r'{"id":0,"name":"A","geometry":"{\"coordinates\":[1.5,2.0],\"type\":\"Point\"}"}'
@@ -667,7 +682,7 @@ def test_ndgeojson_errors_name_the_source_line(spark: SparkSession, tmp_path: Pa
     )
     not_feature = write(tmp_path, "bad.ndgeojson", FEATURES[0] + '\n{"type": "Point"}\n')
     with pytest.raises(ReadError) as wrong:
-        read_data(spark, models.ReadStepNdGeoJson(), not_feature, tmp_path / "work")
+        read_or_none(spark, models.ReadStepNdGeoJson(), not_feature, tmp_path)
     assert str(wrong.value) == f"{not_feature}: line 2: expected a Feature, got type 'Point'"
 
 
@@ -698,7 +713,7 @@ def test_parquet_schema_cast_overflow_fails_under_ansi(spark: SparkSession, tmp_
     pq.write_table(pa.table({"n": pa.array([1, 2**40], pa.int64())}), path)
     step = models.ReadStepParquet.model_validate({"schema": ["n INT"]})
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value).startswith(
         f'{path}: [CAST_OVERFLOW] The value 1099511627776L of the type "BIGINT" cannot be '
         'cast to "INT" due to an overflow.'
@@ -712,7 +727,7 @@ def test_parquet_schema_columns_must_exist_by_exact_name(
     pq.write_table(pa.table({"id": [1], "Name": ["a"]}), path)
     step = models.ReadStepParquet.model_validate({"schema": ["id INT", "name STRING", "x INT"]})
     with pytest.raises(ReadError) as caught:
-        read_data(spark, step, path, tmp_path / "work")
+        read_or_none(spark, step, path, tmp_path)
     assert str(caught.value) == (
         f"{path}: the read schema's columns 'name', 'x' are not in the Parquet file, "
         "which has 'id', 'Name'"
@@ -769,14 +784,14 @@ def test_shapefile_sub_path_selects_one_of_several(spark: SparkSession, tmp_path
         )
         assert rows(read(spark, step, archive, tmp_path)) == [("z",)], sub_path
     with pytest.raises(ReadError) as several:
-        read_data(spark, models.ReadStepEsriShapefile(), archive, tmp_path / "work")
+        read_or_none(spark, models.ReadStepEsriShapefile(), archive, tmp_path)
     assert str(several.value) == (
         f"{archive}: the archive contains several .shp files; set subPath to one of: "
         "one/points.shp, two/points.shp"
     )
     step = models.ReadStepEsriShapefile.model_validate({"subPath": "three"})
     with pytest.raises(ReadError) as missing:
-        read_data(spark, step, archive, tmp_path / "work")
+        read_or_none(spark, step, archive, tmp_path)
     assert str(missing.value) == (
         f"{archive}: no .shp file in the archive matches subPath 'three'; it contains: "
         "one/points.shp, two/points.shp"

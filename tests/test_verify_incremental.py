@@ -341,6 +341,19 @@ def test_the_fast_data_block_reader_gives_what_the_generic_mapping_gives(version
     ids = [DatasetId.generate()[0] for _ in range(2)]
     events = [
         models.AddData(new_watermark=Timestamp(5, 7)),
+        models.AddData(
+            prev_checkpoint=Multihash.sha3_256(b"c0"),
+            prev_offset=4,
+            new_data=models.DataSlice(
+                logical_hash=Multihash.sha3_256(b"l0"),
+                physical_hash=Multihash.sha3_256(b"p0"),
+                offset_interval=models.OffsetInterval(start=5, end=2**40),
+                size=123,
+            ),
+            new_checkpoint=models.Checkpoint(physical_hash=Multihash.sha3_256(b"k0"), size=9),
+            new_watermark=Timestamp(-86_400 * 400, 1),
+            new_source_state=models.SourceState(source_name="src", kind="odf/etag", value="é"),
+        ),
         models.ExecuteTransform(
             query_inputs=[
                 models.ExecuteTransformInput(dataset_id=ids[0]),

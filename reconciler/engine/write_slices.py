@@ -12,30 +12,60 @@ hash, are exactly what collecting the frame and writing it in the driver gave.
 Offsets are assigned in the writing task, counting from the slice's first offset in the
 partition's order: sequential, and deterministic whenever the frame's order is.
 
-The driver only receives how many rows were written (or why they could not be), then
-hashes the file by streaming it (``odf.slices.hash_file``). The path must be on a
-filesystem the task can write to: local mode, as the reconciler runs Spark.
+The task also hashes what it writes, so the driver never reads the file back: the
+physical hash from the bytes as they go to disk, the logical hash from the row groups
+as they are written (a flat schema's records are the same read back; below a struct or
+a list the task reads the file back instead, see ``odf.slices.records_digest``), and
+the latest event time. The driver receives only the digests, the size and the row
+count (or why the rows could not be written). The path must be on a filesystem the
+task can write to: local mode, as the reconciler runs Spark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame
 
 from ..ingest.frames import column
+from ..odf.arrow_digest import RecordDigest
+from ..odf.multiformat import ARROW0_SHA3_256, Multihash
 from ..odf.schema_evolution import IncompatibleSchemaError
-from ..odf.slices import ROW_GROUP_ROWS, parquet_writer
+from ..odf.slices import (
+    ROW_GROUP_ROWS,
+    WrittenFile,
+    latest_of,
+    max_event_time,
+    parquet_writer,
+    records_digest,
+)
+from ..odf.timestamps import Timestamp
 
 # A row group holds at most ROW_GROUP_ROWS rows or about this many bytes, whichever
-# comes first: the writing task holds one row group, a reader (the hashing driver) too.
+# comes first: the writing task holds one row group, a reader too.
 ROW_GROUP_BYTES = 8 << 20
 
-_SUMMARY = "rows LONG, error STRING, kind STRING"
+_SUMMARY = (
+    "rows LONG, error STRING, kind STRING, physical BINARY, logical BINARY, size LONG, latest LONG"
+)
+_SUMMARY_SCHEMA = pa.schema(
+    [
+        ("rows", pa.int64()),
+        ("error", pa.string()),
+        ("kind", pa.string()),
+        ("physical", pa.binary()),
+        ("logical", pa.binary()),
+        ("size", pa.int64()),
+        ("latest", pa.int64()),
+    ]
+)
 _NOT_NULL = "not-null"
 _CAST = "cast"
 
@@ -51,6 +81,8 @@ class _Plan:
     """The offset column and the first offset, when the task assigns offsets."""
     system_time: tuple[str, int] | None
     """The system time column and its value in epoch milliseconds, when the task sets it."""
+    event_column: str | None
+    """The column whose latest time the task reports, if any."""
 
 
 def write_frame(
@@ -61,30 +93,73 @@ def write_frame(
     dictionary: list[str] | None = None,
     offset: tuple[str, int] | None = None,
     system_time: tuple[str, int] | None = None,
-) -> int:
+    event_column: str | None = None,
+) -> tuple[WrittenFile, Timestamp | None] | None:
     """Write ``frame``, in its order, as one Parquet file of ``schema`` at ``path``;
-    returns the number of rows (no file is written for none).
+    returns the file, hashed, and the latest time in ``event_column`` (when given), or
+    None for no rows (no file is written then).
 
     ``frame`` has every column of ``schema`` (by name) but those the task fills in
     (``offset``, ``system_time``). A NULL in a NOT NULL column fails with
     ``IncompatibleSchemaError`` and leaves no file, as does a value the cast refuses
     (``pa.ArrowInvalid``).
     """
-    plan = _Plan(str(path), schema, dictionary, offset, system_time)
+    plan = _Plan(str(path), schema, dictionary, offset, system_time, event_column)
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _write_partition(batches, plan)
+        yield _write_partition(batches, plan)
 
     results = _map_in_arrow(frame.coalesce(1), task).collect()
-    for result in results:
-        if result["error"] is not None:
+    return _outcome(path, [r.asDict() for r in results])
+
+
+def write_tables(
+    tables: Iterable[pa.Table], path: Path, schema: pa.Schema
+) -> tuple[WrittenFile, Timestamp | None] | None:
+    """``write_frame`` for rows the driver streams from files, a row group at a time
+    (a Ledger checkpoint's keys): the same file, written and hashed the same way,
+    without the cost of a Spark job."""
+    plan = _Plan(str(path), schema, None, None, None, None)
+    return _outcome(path, _write_partition(iter(tables), plan).to_pylist())
+
+
+def _outcome(
+    path: Path, summaries: list[dict[str, Any]]
+) -> tuple[WrittenFile, Timestamp | None] | None:
+    """The written file, from the writers' summaries, or the error one of them met."""
+    for summary in summaries:
+        if summary["error"] is not None:
             path.unlink(missing_ok=True)
-            if result["kind"] == _NOT_NULL:
-                raise IncompatibleSchemaError(result["error"])
-            raise pa.ArrowInvalid(result["error"])
-    written = [r["rows"] for r in results if r["rows"]]
+            if summary["kind"] == _NOT_NULL:
+                raise IncompatibleSchemaError(summary["error"])
+            raise pa.ArrowInvalid(summary["error"])
+    written = [s for s in summaries if s["rows"]]
     assert len(written) <= 1, "one partition writes one file"
-    return written[0] if written else 0
+    return _written(path, written[0]) if written else None
+
+
+def _written(path: Path, summary: dict[str, Any]) -> tuple[WrittenFile, Timestamp | None]:
+    latest = summary["latest"]
+    written = WrittenFile(
+        path=path,
+        physical_hash=Multihash.from_digest(summary["physical"]),
+        logical_hash=Multihash.from_digest(summary["logical"], ARROW0_SHA3_256),
+        size=summary["size"],
+        rows=summary["rows"],
+    )
+    return written, None if latest is None else Timestamp.from_epoch_nanos(latest * 1_000_000)
+
+
+def sorted_in_one_partition(frame: DataFrame, order: Sequence[Column]) -> DataFrame:
+    """``frame`` sorted by ``order`` in one partition, the way ``write_frame`` writes it.
+
+    Cheaper than ``orderBy(...).coalesce(1)`` for the same rows: a global sort first
+    runs a job that samples the whole input for its range boundaries, and its sorted
+    ranges are then concatenated by one task anyway. Here the input is shuffled straight
+    into one partition (its upstream stays parallel) and sorted there, spilling to disk
+    if it must. The order must be total for the result to be deterministic, as for any
+    sort: a shuffle's rows arrive in no fixed order."""
+    return frame.repartition(1).sortWithinPartitions(*order)
 
 
 def _map_in_arrow(
@@ -103,76 +178,160 @@ def _map_in_arrow(
     return DataFrame(frame._jdf.mapInArrow(call._jc, False, None), frame.sparkSession)
 
 
-def _summary(rows: int, error: str | None = None, kind: str | None = None) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {"rows": [rows], "error": [error], "kind": [kind]},
-        schema=pa.schema([("rows", pa.int64()), ("error", pa.string()), ("kind", pa.string())]),
+def _summary(**values: object) -> pa.RecordBatch:
+    row = {name: [values.get(name)] for name in _SUMMARY_SCHEMA.names}
+    return pa.RecordBatch.from_pydict(row, schema=_SUMMARY_SCHEMA)
+
+
+def _write_partition(
+    batches: Iterator[pa.RecordBatch] | Iterator[pa.Table], plan: _Plan
+) -> pa.RecordBatch:
+    """Runs in the Spark task: conform each batch, write and hash row groups, report."""
+    path = Path(plan.path)
+    with _FileWriter(plan) as out:
+        try:
+            for batch in batches:
+                if batch.num_rows:
+                    out.add(_conform(batch, plan, out.rows))
+            out.finish()
+        except pa.ArrowInvalid as error:
+            out.discard()
+            return _summary(rows=0, error=str(error), kind=_CAST)
+    if out.null_message is not None:
+        path.unlink(missing_ok=True)
+        return _summary(rows=0, error=out.null_message, kind=_NOT_NULL)
+    if out.sink is None:
+        return _summary(rows=0)
+    return _summary(
+        rows=out.rows,
+        physical=out.sink.digest(),
+        logical=out.logical or records_digest(path),  # nested: as a reader gets them
+        size=out.sink.size,
+        latest=None if out.latest is None else out.latest.epoch_millis,
     )
 
 
-def _write_partition(batches: Iterator[pa.RecordBatch], plan: _Plan) -> Iterator[pa.RecordBatch]:
-    """Runs in the Spark task: conform each batch, write row groups, report the count."""
-    path = Path(plan.path)
-    writer = None
-    pending: list[pa.Table] = []
-    pending_rows = pending_bytes = rows = 0
-    nulls = dict.fromkeys((f.name for f in plan.schema if not f.nullable), 0)
+class _HashingSink:
+    """The file being written, hashing its bytes (SHA3-256) as they are written:
+    pyarrow's Parquet writer only appends, so this is the file's physical hash."""
 
-    def flush(limit: int | None) -> None:
-        nonlocal writer, pending, pending_rows, pending_bytes
-        if not pending_rows:
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("wb")
+        self._hash = hashlib.sha3_256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self._hash.update(data)
+        self.size += len(data)
+        return self._file.write(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._file.close()
+        self.closed = True
+
+    def digest(self) -> bytes:
+        return self._hash.digest()
+
+
+class _FileWriter:
+    """One file written a row group at a time, hashed as it goes, NOT NULL checked.
+
+    A row group holds at most ROW_GROUP_ROWS rows or about ROW_GROUP_BYTES; the
+    logical digest is fed exactly the row groups written, which is what a reader of
+    the file gets (for flat columns the batching does not even matter)."""
+
+    def __init__(self, plan: _Plan) -> None:
+        self._plan = plan
+        self._path = Path(plan.path)
+        self._writer: pq.ParquetWriter | None = None
+        self.sink: _HashingSink | None = None
+        """The file, opened with its first row group: no rows, no file."""
+        flat = not any(pa.types.is_nested(f.type) for f in plan.schema)
+        self._digest = RecordDigest(plan.schema) if flat else None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = self._pending_bytes = 0
+        self.rows = 0
+        self.latest: Timestamp | None = None
+        self._nulls = dict.fromkeys((f.name for f in plan.schema if not f.nullable), 0)
+
+    def __enter__(self) -> _FileWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self.sink is not None:
+            self.sink.close()
+
+    def add(self, table: pa.Table) -> None:
+        """Count the rows, and buffer them for writing unless a NOT NULL column has a
+        null: then the rows are still counted, for the error, but nothing is written."""
+        self.rows += table.num_rows
+        for name in self._nulls:
+            self._nulls[name] += table.column(name).null_count
+        if any(self._nulls.values()):
+            self._pending, self._pending_rows = [], 0
             return
-        table = pa.concat_tables(pending)
+        if self._plan.event_column is not None:
+            self.latest = latest_of(self.latest, max_event_time(table[self._plan.event_column]))
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self._pending_bytes += table.nbytes
+        while self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
+            self._flush(ROW_GROUP_ROWS)
+
+    def finish(self) -> None:
+        if not any(self._nulls.values()):
+            self._flush(None)
+
+    def discard(self) -> None:
+        """Close and remove the file (the rows could not be written)."""
+        self.__exit__()
+        self._path.unlink(missing_ok=True)
+
+    @property
+    def null_message(self) -> str | None:
+        for name, count in self._nulls.items():
+            if count:
+                return f"column {name!r} is NOT NULL but {count} row(s) have no value"
+        return None
+
+    @property
+    def logical(self) -> bytes | None:
+        """The logical digest of the rows written, unless the schema is nested."""
+        return None if self._digest is None else self._digest.digest()
+
+    def _flush(self, limit: int | None) -> None:
+        if not self._pending_rows:
+            return
+        table = pa.concat_tables(self._pending)
+        rest = None
         if limit is not None and table.num_rows > limit:
             table, rest = table.slice(0, limit), table.slice(limit)
-        else:
-            rest = None
-        if writer is None:
-            writer = parquet_writer(path, plan.schema, plan.dictionary)
-        writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
-        pending = [rest] if rest is not None else []
-        pending_rows = rest.num_rows if rest is not None else 0
-        pending_bytes = rest.nbytes if rest is not None else 0
-
-    try:
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            try:
-                table = _conform(batch, plan, rows)
-            except pa.ArrowInvalid as error:
-                if writer is not None:
-                    writer.close()
-                    writer = None
-                path.unlink(missing_ok=True)
-                yield _summary(0, str(error), _CAST)
-                return
-            rows += table.num_rows
-            for name in nulls:
-                nulls[name] += table.column(name).null_count
-            if any(nulls.values()):
-                pending, pending_rows = [], 0  # keep counting, write nothing more
-                continue
-            pending.append(table)
-            pending_rows += table.num_rows
-            pending_bytes += table.nbytes
-            while pending_rows >= ROW_GROUP_ROWS or pending_bytes >= ROW_GROUP_BYTES:
-                flush(ROW_GROUP_ROWS)
-        if not any(nulls.values()):
-            flush(None)
-    finally:
-        if writer is not None:
-            writer.close()
-    for name, count in nulls.items():
-        if count:
-            path.unlink(missing_ok=True)
-            message = f"column {name!r} is NOT NULL but {count} row(s) have no value"
-            yield _summary(0, message, _NOT_NULL)
-            return
-    yield _summary(rows)
+        if self._writer is None:
+            self.sink = _HashingSink(self._path)
+            where = pa.PythonFile(self.sink, mode="w")
+            self._writer = parquet_writer(where, self._plan.schema, self._plan.dictionary)
+        self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        if self._digest is not None:
+            self._digest.update(table)
+        self._pending = [rest] if rest is not None else []
+        self._pending_rows = rest.num_rows if rest is not None else 0
+        self._pending_bytes = rest.nbytes if rest is not None else 0
 
 
-def _conform(batch: pa.RecordBatch, plan: _Plan, start: int) -> pa.Table:
+def _conform(batch: pa.RecordBatch | pa.Table, plan: _Plan, start: int) -> pa.Table:
     """The batch as rows of the plan's schema, with the columns the task fills in."""
     n = batch.num_rows
     columns: dict[str, pa.Array] = {}

@@ -16,6 +16,7 @@ so the result never depends on whether a checkpoint existed.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +26,11 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 
 from ..engine.stored_rows import stored_rows
-from ..engine.write_slices import write_frame
+from ..engine.write_slices import write_frame, write_tables
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.repository import Dataset
-from ..odf.slices import WrittenFile, hash_file, normalize_type, write_parquet
+from ..odf.slices import WrittenFile, normalize_type, write_parquet
 from .frames import column
 from .merge import Op
 
@@ -57,15 +58,44 @@ def write_checkpoint_frame(
     frame: DataFrame, merge: models.MergeStrategy, path: Path
 ) -> WrittenFile:
     """Have Spark write ``frame``, in its order, as a checkpoint for ``merge`` (every
-    column nullable, types as ODF stores them), and hash the file by streaming it."""
+    column nullable, types as ODF stores them), hashed as it is written."""
     label = tag(merge)
     assert label is not None, "only Ledger and Snapshot keep checkpoints"
     collected = frame.limit(0).toArrow().schema  # the types collecting would give
     fields = [f.with_type(normalize_type(f.type)).with_nullable(True) for f in collected]
     schema = pa.schema(fields, metadata={_TAG_KEY: label.encode()})
-    if not write_frame(frame, path, schema):
+    written = write_frame(frame, path, schema)
+    if written is None:
         return write_parquet(schema.empty_table(), path)  # an empty state is a state
-    return hash_file(path)[0]
+    return written[0]
+
+
+def write_keys_checkpoint(
+    sources: Sequence[Path], merge: models.MergeStrategyLedger, path: Path
+) -> WrittenFile:
+    """A Ledger checkpoint holding the keys of ``sources`` (the previous checkpoint,
+    then the new slice), in that order, typed as the first one holds them. The keys are
+    copied from file to file a row group at a time, in the driver: a Spark job would
+    cost more than the copy, on every run, as the set of keys grows."""
+    label = tag(merge)
+    assert label is not None
+    first = pq.read_schema(sources[0])
+    fields = [first.field(k).with_nullable(True) for k in merge.primary_key]
+    schema = pa.schema(fields, metadata={_TAG_KEY: label.encode()})
+    written = write_tables(_row_groups(sources, merge.primary_key), path, schema)
+    if written is None:
+        return write_parquet(schema.empty_table(), path)
+    return written[0]
+
+
+def _row_groups(sources: Sequence[Path], columns: list[str]) -> Iterator[pa.Table]:
+    for source in sources:
+        parquet = pq.ParquetFile(source)
+        try:
+            for index in range(parquet.num_row_groups):
+                yield parquet.read_row_group(index, columns=columns, use_threads=False)
+        finally:
+            parquet.close()
 
 
 def _tag_of(path: Path) -> str | None:

@@ -146,10 +146,8 @@ def _ingest_file(
     path = prepare(steps, fetched.path, work)
     context.progress("read")
     spark = context.spark()
-    raw = read_data(spark, source.read, path, work)
     schema = source.read.schema_
-    try:
-        frame = raw
+    with read_data(spark, source.read, path, work) as frame:
         if frame is not None:
             transform = source.preprocess
             frame = preprocess(spark, frame, transform, state.vocabulary(), bool(schema))
@@ -167,9 +165,6 @@ def _ingest_file(
             staged = stage(spark, dataset, state, request, work)
         except IncompatibleSchemaError as e:
             raise IncompatibleSchemaError(f"{fetched.origin}: {e}") from None
-    finally:
-        if raw is not None:
-            raw.unpersist()
     size = staged.slice.size if staged.slice is not None else 0
     context.progress("commit")
     return commit(dataset, staged, system_time), staged.rows, size

@@ -31,7 +31,10 @@ Spark's default ``spark.sql.caseSensitive=false``, so two columns differing only
 case cannot be held at all and are reported rather than renamed (Spark's CSV header
 reader would rename them ``a0``/``A1``).
 
-The returned DataFrame is cached (it is the checked data); unpersist it when done.
+``read_data`` is a context manager: the DataFrame it gives is backed by the cached,
+checked data, which it releases on exit. (The cache holds the corrupt-record column the
+DataFrame hides, so unpersisting the DataFrame itself would release nothing: Spark
+uncaches only a plan equal to the cached one, never the plan it is projected from.)
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import json
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -168,15 +172,29 @@ def _data_type(text: str) -> DataType:
     raise ValueError(f"type {text!r} is not supported in a read schema")
 
 
+@contextmanager
 def read_data(
     spark: SparkSession, step: models.ReadStep, path: Path | None, workdir: Path
-) -> DataFrame | None:
-    """Read ``path`` as ``step`` says, eagerly checked (see the module docstring).
+) -> Iterator[DataFrame | None]:
+    """Read ``path`` as ``step`` says, eagerly checked (see the module docstring), and
+    give the data for the ``with`` block; its cache is released when the block ends.
 
     A missing or empty input gives an empty DataFrame of the read schema, or None when
     the step has no schema (§1.1 step 4). Files rewritten to NDJSON are written under
     ``workdir``; keep it until the DataFrame is no longer used.
     """
+    cached = _read(spark, step, path, workdir)
+    try:
+        yield None if cached is None else cached.drop(CORRUPT)
+    finally:
+        if cached is not None:
+            cached.unpersist()
+
+
+def _read(
+    spark: SparkSession, step: models.ReadStep, path: Path | None, workdir: Path
+) -> DataFrame | None:
+    """The cached, checked data, with the corrupt-record column if it was read with one."""
     schema = spark_schema(step.schema_) if step.schema_ else None
     csv_options = _csv_options(step) if isinstance(step, models.ReadStepCsv) else {}
     if path is None or not path.exists() or path.stat().st_size == 0:
@@ -608,9 +626,10 @@ def _checked(
     explain: _Explain | None = None,
 ) -> DataFrame:
     """Cache ``frame`` and check it in one pass: no malformed record, no null in a NOT
-    NULL column. Returns the cached data without the corrupt-record column. The first
-    ``SHOWN`` malformed records are collected with their parsed columns (as strings),
-    from which ``explain`` tells why each failed."""
+    NULL column. The first ``SHOWN`` malformed records are collected with their parsed
+    columns (as strings), from which ``explain`` tells why each failed. Returns the
+    cached frame itself, the corrupt-record column included: ``read_data`` hides it and
+    unpersists this."""
     frame = frame.cache()
     checks = [F.count_if(_col(CORRUPT).isNotNull())] if corrupt else [F.lit(0)]
     checks += [F.count_if(_col(name).isNull()) for name in required]
@@ -635,7 +654,7 @@ def _checked(
     except ReadError:
         frame.unpersist()
         raise
-    return frame.drop(CORRUPT) if corrupt else frame
+    return frame
 
 
 def _malformed(source: _Source, count: int, records: Sequence[tuple[str, str | None]]) -> ReadError:

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, DateType, TimestampType
 
-from ..engine.write_slices import write_frame
+from ..engine.write_slices import sorted_in_one_partition, write_frame
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainRuleError, ChainState
@@ -41,7 +41,7 @@ from ..odf.slices import (
     OFFSET_TYPE,
     OP_TYPE,
     WrittenFile,
-    hash_file,
+    latest_of,
     normalize_type,
     slice_dictionary,
 )
@@ -51,6 +51,7 @@ from .checkpoints import (
     Previous,
     previous_checkpoint,
     write_checkpoint_frame,
+    write_keys_checkpoint,
 )
 from .frames import (
     ROW_ID,
@@ -113,19 +114,16 @@ def stage(
     if request.frame is not None:
         frame = _prepare_frame(request.frame, vocab, schema)
         grown = None if schema is None else _slice_schema(frame, schema, vocab, request)
-        frame.persist()
-        try:
+        with _kept(frame, request.merge):
             written, latest, written_checkpoint, slice_schema = _merge_and_write(
                 spark, dataset, state, request, frame, grown, workdir
             )
-        finally:
-            frame.unpersist()
         if grown is None or grown is not schema:  # the first schema, or one grown
             staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
         if written is not None:
             staged.slice = written
             staged.files.append((staged.slice.path, "data"))
-            watermark = _later(watermark, latest)
+            watermark = latest_of(watermark, latest)
             if written_checkpoint is not None:
                 staged.files.append((written_checkpoint.path, CHECKPOINT_KIND))
                 checkpoint = models.Checkpoint(
@@ -135,11 +133,20 @@ def stage(
     return staged
 
 
-def _later(current: Timestamp | None, candidate: Timestamp | None) -> Timestamp | None:
-    """The watermark never goes back."""
-    if current is None:
-        return candidate
-    return current if candidate is None or candidate < current else candidate
+@contextmanager
+def _kept(frame: DataFrame, merge: models.MergeStrategy) -> Iterator[None]:
+    """Keep the prepared frame cached while a Snapshot reads it twice (its changes for
+    the slice, its state for the checkpoint), so it is computed once and both see the
+    same rows. Append and Ledger read it once (a Ledger checkpoint takes the keys from
+    the written slice): a cache would only add a copy of the data."""
+    if not isinstance(merge, models.MergeStrategySnapshot):
+        yield
+        return
+    frame.persist()
+    try:
+        yield
+    finally:
+        frame.unpersist()
 
 
 def _carried_checkpoint(dataset: Dataset, state: ChainState) -> models.Checkpoint | None:
@@ -252,26 +259,26 @@ def _merge_and_write(
         case _:
             raise ValueError(f"merge strategy {request.merge.kind} is not supported")
     names = [c for c in merged.changes.columns if c not in (ROW_ID, op, event)]
-    rows = merged.changes.orderBy(*merged.order).select(
+    rows = sorted_in_one_partition(merged.changes, merged.order).select(
         column(op),
         F.coalesce(column(event), fallback).alias(event),
         *[column(c) for c in names],
     )
     # The Arrow types collecting the rows would give (no rows are computed for this).
     schema = _slice_arrow_schema(rows.limit(0).toArrow().schema, vocab, request, grown)
-    path = workdir / "slice.parquet"
-    count = write_frame(
+    result = write_frame(
         rows,
-        path,
+        workdir / "slice.parquet",
         schema,
         dictionary=slice_dictionary(vocab),
         offset=(vocab.offset_column, state.next_offset),
         system_time=(vocab.system_time_column, request.system_time.epoch_millis),
+        event_column=event,
     )
-    if not count:
+    if result is None:
         return None, None, None, schema
-    written, latest = hash_file(path, event)
-    checkpoint = _next_checkpoint(spark, request.merge, merged, previous, written, workdir)
+    written, latest = result
+    checkpoint = _next_checkpoint(request.merge, merged, previous, written, workdir)
     return written, latest, checkpoint, schema
 
 
@@ -286,7 +293,6 @@ def _with_new_columns(before: DataFrame, frame: DataFrame) -> DataFrame:
 
 
 def _next_checkpoint(
-    spark: SparkSession,
     merge: models.MergeStrategy,
     merged: Merged,
     previous: Previous | None,
@@ -294,22 +300,26 @@ def _next_checkpoint(
     workdir: Path,
 ) -> WrittenFile | None:
     """What the next run needs from history: keys (Ledger: the previous keys, then the
-    slice's, read back from the written slice) or current state (Snapshot), written by
-    Spark. A slice with no rows changes neither, and the block carries the old one."""
+    slice's, copied from the files) or current state (Snapshot, written by Spark). A
+    slice with no rows changes neither, and the block carries the old one."""
     path = workdir / "checkpoint.parquet"
     if isinstance(merge, models.MergeStrategyLedger):
-        keys = spark.read.parquet(str(written.path)).select(*[column(k) for k in merge.primary_key])
+        sources = [written.path]
         if previous is not None:
-            before = previous.frame.select(*[column(k) for k in merge.primary_key])
-            types = {f.name: f.dataType for f in before.schema.fields}
-            keys = before.unionByName(
-                keys.select(*[column(k).cast(types[k]).alias(k) for k in merge.primary_key])
-            )
-        return write_checkpoint_frame(keys, merge, path)
+            sources.insert(0, previous.path or _rebuilt_keys(previous, merge, workdir))
+        return write_keys_checkpoint(sources, merge, path)
     if isinstance(merge, models.MergeStrategySnapshot) and merged.state is not None:
-        ordered = merged.state.orderBy(*[column(k).asc_nulls_first() for k in merge.primary_key])
+        by_key = [column(k).asc_nulls_first() for k in merge.primary_key]
+        ordered = sorted_in_one_partition(merged.state, by_key)
         return write_checkpoint_frame(ordered, merge, path)
     return None
+
+
+def _rebuilt_keys(previous: Previous, merge: models.MergeStrategyLedger, workdir: Path) -> Path:
+    """The keys rebuilt from history, written to a file the checkpoint is copied from."""
+    path = workdir / "rebuilt-keys.parquet"
+    keys = previous.frame.select(*[column(k) for k in merge.primary_key])
+    return write_checkpoint_frame(keys, merge, path).path
 
 
 def system_arrays(start: int, count: int, system_time: Timestamp) -> tuple[pa.Array, pa.Array]:

@@ -11,10 +11,12 @@ the current definition from the same state, so the rules live in one place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import models
+from .data_step import DataBlock, DataStep
 from .models import DatasetKind, MetadataBlock
 from .multiformat import DatasetId, Multihash
 from .timestamps import Timestamp
@@ -144,19 +146,21 @@ class ChainState:
         }
         return models.DatasetVocabulary(**overrides)
 
-    def apply(self, block: MetadataBlock, block_hash: Multihash) -> ChainState:
+    def apply(self, block: MetadataBlock | DataBlock, block_hash: Multihash) -> ChainState:
         """The state after ``block``; assumes ``validate_append`` accepted it."""
         changes: dict[str, Any] = {
             "head": block_hash,
             "sequence_number": block.sequence_number,
             "system_time": block.system_time,
         }
+        if isinstance(block, DataBlock):
+            return self._with(changes | _data_changes(self, block.step))
         event = block.event
         match event:
             case models.Seed():
                 changes |= {"dataset_id": event.dataset_id, "kind": event.dataset_kind}
             case models.AddData() | models.ExecuteTransform():
-                changes |= _data_changes(self, event)
+                changes |= _data_changes(self, DataStep.of(event))
             case models.SetPollingSource():
                 changes["polling_source"] = event
             case models.DisablePollingSource():
@@ -179,67 +183,99 @@ class ChainState:
                 changes["attachments"] = event
             case models.SetDataSchema():
                 changes["data_schema"] = event.schema_
-        return replace(self, **changes)
+        return self._with(changes)
+
+    def _with(self, changes: dict[str, Any]) -> ChainState:
+        """A copy with ``changes``: what ``dataclasses.replace`` gives, without running
+        ``__init__`` over all 21 fields (the fold makes one state per block, and a full
+        integrity check folds every block of every chain). Safe because the class has no
+        ``__post_init__`` and ``changes`` holds only field names."""
+        state = object.__new__(ChainState)
+        fields = state.__dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
+        return state
 
 
-def _data_changes(
-    state: ChainState, event: models.AddData | models.ExecuteTransform
-) -> dict[str, Any]:
+def _data_changes(state: ChainState, step: DataStep) -> dict[str, Any]:
     changes: dict[str, Any] = {}
-    if event.new_data is not None:
-        changes["last_offset"] = event.new_data.offset_interval.end
-    changes["checkpoint"] = _new_checkpoint(event)
-    if event.new_watermark is not None:
-        changes["watermark"] = event.new_watermark
-    if isinstance(event, models.AddData):
-        changes["last_source_state"] = event.new_source_state
-        if event.new_source_state is not None:
-            state_ = event.new_source_state
+    if step.new_data is not None:
+        changes["last_offset"] = step.new_data.end
+    changes["checkpoint"] = _new_checkpoint(step)
+    if step.new_watermark is not None:
+        changes["watermark"] = step.new_watermark
+    if step.query_inputs is None:
+        changes["last_source_state"] = step.new_source_state
+        if step.new_source_state is not None:
+            state_ = step.new_source_state
             changes["source_states"] = {**state.source_states, state_.source_name: state_}
-    if isinstance(event, models.ExecuteTransform):
+    else:
         inputs = dict(state.inputs)
-        for qi in event.query_inputs:
+        for qi in step.query_inputs:
             prev = inputs.get(qi.dataset_id, InputCursor())
             inputs[qi.dataset_id] = InputCursor(
                 qi.new_block_hash or prev.block_hash,
                 qi.new_offset if qi.new_offset is not None else prev.offset,
             )
         changes["inputs"] = inputs
-        changes["input_order"] = tuple(qi.dataset_id for qi in event.query_inputs)
+        changes["input_order"] = tuple(qi.dataset_id for qi in step.query_inputs)
     return changes
 
 
-def _new_checkpoint(event: models.AddData | models.ExecuteTransform) -> Multihash | None:
+def _new_checkpoint(step: DataStep) -> Multihash | None:
     """The checkpoint after a data block: its own, or none (kamu does not carry one over)."""
-    return event.new_checkpoint.physical_hash if event.new_checkpoint is not None else None
+    return step.new_checkpoint.physical_hash if step.new_checkpoint is not None else None
 
 
-def validate_append(state: ChainState, block: MetadataBlock) -> None:
+def validate_append(state: ChainState, block: MetadataBlock | DataBlock) -> None:
     """Raise the rule's error if ``block`` cannot follow ``state``."""
     seq = block.sequence_number
-    _check_linkage(state, block)
-    if state.system_time is not None and block.system_time < state.system_time:
-        raise SystemTimeNotMonotonicError(
-            f"system time {block.system_time} is earlier than the previous block's "
-            f"{state.system_time}",
-            sequence_number=seq,
-        )
+    if isinstance(block, DataBlock):
+        _check_header(state, seq, block.prev_block_hash, block.system_time, is_seed=False)
+        _check_data_step(state, block.step, seq)
+        return
+    _check_header(
+        state,
+        seq,
+        block.prev_block_hash,
+        block.system_time,
+        is_seed=isinstance(block.event, models.Seed),
+    )
+    if isinstance(block.event, models.AddData | models.ExecuteTransform):
+        _check_data_step(state, DataStep.of(block.event), seq)
+        return
     check = _EVENT_CHECKS.get(type(block.event))
     if check is not None:
         check(state, block.event, seq)
 
 
-def _check_linkage(state: ChainState, block: MetadataBlock) -> None:
-    seq = block.sequence_number
-    is_seed = isinstance(block.event, models.Seed)
+def _check_header(
+    state: ChainState,
+    seq: int,
+    prev_block_hash: Multihash | None,
+    system_time: Timestamp,
+    is_seed: bool,
+) -> None:
+    """The rules every block obeys whatever its event: linkage and monotonic time."""
+    _check_linkage(state, seq, prev_block_hash, is_seed)
+    if state.system_time is not None and system_time < state.system_time:
+        raise SystemTimeNotMonotonicError(
+            f"system time {system_time} is earlier than the previous block's {state.system_time}",
+            sequence_number=seq,
+        )
+
+
+def _check_linkage(
+    state: ChainState, seq: int, prev_block_hash: Multihash | None, is_seed: bool
+) -> None:
     if state.is_empty:
         if not is_seed:
             raise FirstBlockNotSeedError(
                 "the first block of a chain must be a Seed", sequence_number=seq
             )
-        if block.prev_block_hash is not None:
+        if prev_block_hash is not None:
             raise SeedNotFirstError(
-                f"the Seed block cannot reference a previous block ({block.prev_block_hash})",
+                f"the Seed block cannot reference a previous block ({prev_block_hash})",
                 sequence_number=seq,
             )
         if seq != 0:
@@ -249,14 +285,14 @@ def _check_linkage(state: ChainState, block: MetadataBlock) -> None:
         return
     if is_seed:
         raise SeedNotFirstError("a Seed block can only start a chain", sequence_number=seq)
-    if block.prev_block_hash is None:
+    if prev_block_hash is None:
         raise FirstBlockNotSeedError(
             "the block does not reference a previous block, but only a Seed can start a chain",
             sequence_number=seq,
         )
-    if block.prev_block_hash != state.head:
+    if prev_block_hash != state.head:
         raise PrevBlockNotFoundError(
-            f"previous block {block.prev_block_hash} is not the head of the chain ({state.head})",
+            f"previous block {prev_block_hash} is not the head of the chain ({state.head})",
             sequence_number=seq,
         )
     if seq != state.sequence_number + 1:
@@ -265,10 +301,17 @@ def _check_linkage(state: ChainState, block: MetadataBlock) -> None:
         )
 
 
-def _require_kind(state: ChainState, kind: DatasetKind, event: Any, seq: int) -> None:
+def _check_data_step(state: ChainState, step: DataStep, seq: int) -> None:
+    if step.query_inputs is None:
+        _check_add_data(state, step, seq)
+    else:
+        _check_execute_transform(state, step, step.query_inputs, seq)
+
+
+def _require_kind(state: ChainState, kind: DatasetKind, event_kind: str, seq: int) -> None:
     if state.kind != kind:
         raise DatasetKindMismatchError(
-            f"{event.kind} is only valid in a {kind.value} dataset, this one is "
+            f"{event_kind} is only valid in a {kind.value} dataset, this one is "
             f"{state.kind.value if state.kind else 'unknown'}",
             sequence_number=seq,
         )
@@ -303,7 +346,7 @@ def _check_not_noop(current: Any, event: Any, seq: int) -> None:
 
 
 def _check_polling_source(state: ChainState, event: models.SetPollingSource, seq: int) -> None:
-    _require_kind(state, DatasetKind.ROOT, event, seq)
+    _require_kind(state, DatasetKind.ROOT, event.kind, seq)
     fetch = event.fetch
     if (
         isinstance(fetch, models.FetchStepEthereumLogs)
@@ -324,7 +367,7 @@ def _check_polling_source(state: ChainState, event: models.SetPollingSource, seq
 
 
 def _check_push_source(state: ChainState, event: models.AddPushSource, seq: int) -> None:
-    _require_kind(state, DatasetKind.ROOT, event, seq)
+    _require_kind(state, DatasetKind.ROOT, event.kind, seq)
     _check_normalized(event.preprocess, seq)
     if state.polling_source is not None:
         raise SourceConflictError(
@@ -346,7 +389,7 @@ def _check_disable_push(state: ChainState, event: models.DisablePushSource, seq:
 
 
 def _check_set_transform(state: ChainState, event: models.SetTransform, seq: int) -> None:
-    _require_kind(state, DatasetKind.DERIVATIVE, event, seq)
+    _require_kind(state, DatasetKind.DERIVATIVE, event.kind, seq)
     if not event.inputs:
         raise TransformInputsError("a transform needs at least one input", sequence_number=seq)
     seen: set[DatasetId] = set()
@@ -369,62 +412,60 @@ def _check_set_transform(state: ChainState, event: models.SetTransform, seq: int
     _check_not_noop(state.transform, event, seq)
 
 
-def _check_data_common(
-    state: ChainState, event: models.AddData | models.ExecuteTransform, seq: int
-) -> None:
-    if event.new_data is not None:
+def _check_data_common(state: ChainState, step: DataStep, seq: int) -> None:
+    if step.new_data is not None:
         if state.data_schema is None:
             raise DataSchemaMissingError(
                 "a SetDataSchema block must come before the first data", sequence_number=seq
             )
-        interval = event.new_data.offset_interval
-        if interval.start != state.next_offset:
+        start, end = step.new_data.start, step.new_data.end
+        if start != state.next_offset:
             raise OffsetsNotSequentialError(
-                f"new data starts at offset {interval.start}, expected {state.next_offset}",
+                f"new data starts at offset {start}, expected {state.next_offset}",
                 sequence_number=seq,
             )
-        if interval.end < interval.start:
+        if end < start:
             raise OffsetsNotSequentialError(
-                f"offset interval [{interval.start}, {interval.end}] is empty", sequence_number=seq
+                f"offset interval [{start}, {end}] is empty", sequence_number=seq
             )
-    if event.prev_offset != state.last_offset:
+    if step.prev_offset != state.last_offset:
         raise OffsetsNotSequentialError(
-            f"prevOffset {event.prev_offset} does not match the chain's last offset "
+            f"prevOffset {step.prev_offset} does not match the chain's last offset "
             f"{state.last_offset}",
             sequence_number=seq,
         )
-    if event.prev_checkpoint != state.checkpoint:
+    if step.prev_checkpoint != state.checkpoint:
         raise CheckpointMismatchError(
-            f"prevCheckpoint {event.prev_checkpoint} does not match the last checkpoint "
+            f"prevCheckpoint {step.prev_checkpoint} does not match the last checkpoint "
             f"{state.checkpoint}",
             sequence_number=seq,
         )
     if state.watermark is not None:
-        if event.new_watermark is None:
+        if step.new_watermark is None:
             raise WatermarkNotMonotonicError(
                 f"the watermark was {state.watermark} and cannot be dropped", sequence_number=seq
             )
-        if event.new_watermark < state.watermark:
+        if step.new_watermark < state.watermark:
             raise WatermarkNotMonotonicError(
-                f"watermark {event.new_watermark} is earlier than {state.watermark}",
+                f"watermark {step.new_watermark} is earlier than {state.watermark}",
                 sequence_number=seq,
             )
 
 
-def _advances_data(state: ChainState, event: models.AddData | models.ExecuteTransform) -> bool:
+def _advances_data(state: ChainState, step: DataStep) -> bool:
     """Whether a data block adds data or moves the checkpoint or watermark."""
     return (
-        event.new_data is not None
-        or _new_checkpoint(event) != state.checkpoint
-        or (event.new_watermark is not None and event.new_watermark != state.watermark)
+        step.new_data is not None
+        or _new_checkpoint(step) != state.checkpoint
+        or (step.new_watermark is not None and step.new_watermark != state.watermark)
     )
 
 
-def _check_add_data(state: ChainState, event: models.AddData, seq: int) -> None:
-    _require_kind(state, DatasetKind.ROOT, event, seq)
-    _check_data_common(state, event, seq)
-    new_state = event.new_source_state
-    advances = _advances_data(state, event) or (
+def _check_add_data(state: ChainState, step: DataStep, seq: int) -> None:
+    _require_kind(state, DatasetKind.ROOT, "AddData", seq)
+    _check_data_common(state, step, seq)
+    new_state = step.new_source_state
+    advances = _advances_data(state, step) or (
         new_state is not None and state.source_states.get(new_state.source_name) != new_state
     )
     if not advances:
@@ -434,25 +475,30 @@ def _check_add_data(state: ChainState, event: models.AddData, seq: int) -> None:
         )
 
 
-def _check_execute_transform(state: ChainState, event: models.ExecuteTransform, seq: int) -> None:
-    _require_kind(state, DatasetKind.DERIVATIVE, event, seq)
+def _check_execute_transform(
+    state: ChainState,
+    step: DataStep,
+    query_inputs: list[models.ExecuteTransformInput],
+    seq: int,
+) -> None:
+    _require_kind(state, DatasetKind.DERIVATIVE, "ExecuteTransform", seq)
     if state.transform is None:
         raise TransformMissingError(
             "ExecuteTransform needs a SetTransform earlier in the chain", sequence_number=seq
         )
-    _check_data_common(state, event, seq)
+    _check_data_common(state, step, seq)
     expected = [DatasetId.parse(i.dataset_ref) for i in state.transform.inputs]
-    actual = [qi.dataset_id for qi in event.query_inputs]
+    actual = [qi.dataset_id for qi in query_inputs]
     if actual != expected and actual != list(state.input_order):
         raise TransformInputsError(
             "query inputs must follow the SetTransform's inputs in order", sequence_number=seq
         )
     moved = False
-    for qi in event.query_inputs:
+    for qi in query_inputs:
         cursor = state.inputs.get(qi.dataset_id, InputCursor())
         _check_input_interval(qi, cursor, seq)
         moved = moved or qi.new_block_hash is not None
-    advances = _advances_data(state, event) or moved
+    advances = _advances_data(state, step) or moved
     if not advances:
         raise NoOpEventError(
             "ExecuteTransform neither adds data nor advances the checkpoint, watermark or inputs",
@@ -505,8 +551,6 @@ def _check_setter(attribute: str) -> Any:
 
 
 _EVENT_CHECKS: dict[type, Any] = {
-    models.AddData: _check_add_data,
-    models.ExecuteTransform: _check_execute_transform,
     models.SetPollingSource: _check_polling_source,
     models.AddPushSource: _check_push_source,
     models.DisablePollingSource: _check_disable_polling,
@@ -520,7 +564,7 @@ _EVENT_CHECKS: dict[type, Any] = {
 }
 
 
-def fold(blocks: list[tuple[Multihash, MetadataBlock]]) -> ChainState:
+def fold(blocks: Sequence[tuple[Multihash, MetadataBlock | DataBlock]]) -> ChainState:
     """Validate and fold blocks given oldest first; raises the first rule broken."""
     state = ChainState()
     for block_hash, block in blocks:

@@ -25,6 +25,7 @@ import flatbuffers
 import numpy as np
 
 from . import models
+from .data_step import DataBlock, DataStep, NewCheckpoint, NewData
 from .fbs.Manifest import ManifestT
 from .fbs.MetadataBlock import MetadataBlock as FbMetadataBlock
 from .fbs.MetadataBlock import MetadataBlockT
@@ -252,9 +253,18 @@ def _from_table(table: Any, model_class: type[models.OdfModel]) -> Any:
 
 def manifest_version(data: bytes) -> int:
     """Read and check the envelope; return the manifest version."""
+    return _open_manifest(data)[0]
+
+
+def _content_of(data: bytes) -> bytes:
+    """Check the envelope and return the ``MetadataBlock`` buffer inside it."""
+    return _open_manifest(data)[1]
+
+
+def _open_manifest(data: bytes) -> tuple[int, bytes]:
+    """The envelope's version, checked with its kind, and the content it carries."""
     try:
-        manifest = _Table(data, _U32.unpack_from(data, 0)[0])
-        kind_at, version_at = manifest.field(0), manifest.field(1)
+        kind_at, version_at, content_at = _fields(data, _U32.unpack_from(data, 0)[0], 3)
         kind = _I64.unpack_from(data, kind_at)[0] if kind_at else 0
         version = _I32.unpack_from(data, version_at)[0] if version_at else 0
     except Exception as e:
@@ -267,7 +277,12 @@ def manifest_version(data: bytes) -> int:
         raise BlockDecodeError(
             f"unsupported metadata block manifest version {version}; this library reads 2 and 3"
         )
-    return int(version)
+    if not content_at:
+        raise BlockDecodeError("metadata block manifest has no content")
+    try:
+        return version, _bytes(data, content_at)
+    except Exception as e:
+        raise BlockDecodeError(f"malformed metadata block content: {e}") from None
 
 
 @cache
@@ -285,17 +300,11 @@ def peek_block(data: bytes) -> tuple[str, Multihash | None]:
     Walking a chain backwards needs only these two fields from most blocks; reading them
     straight from the buffer is an order of magnitude cheaper than a full decode.
     """
-    manifest_version(data)
+    buf = _content_of(data)
     try:
-        content = _Reader(data).content()
-        if content is None:
-            raise BlockDecodeError("metadata block manifest has no content")
-        block = _Table(content.buf, _U32.unpack_from(content.buf, 0)[0])
-        at = block.field(3)
-        type_id = content.buf[at] if at else 0
-        prev = block.hash(1)
-    except BlockDecodeError:
-        raise
+        _, prev_at, _, type_at = _fields(buf, _U32.unpack_from(buf, 0)[0], 4)
+        type_id = buf[type_at] if type_at else 0
+        prev = Multihash.from_bytes(_bytes(buf, prev_at)) if prev_at else None
     except Exception as e:
         raise BlockDecodeError(f"malformed metadata block content: {e}") from None
     kind = _event_names().get(type_id)
@@ -308,18 +317,15 @@ def decode_block(data: bytes) -> models.MetadataBlock:
     """Parse a stored block (manifest versions 2 and 3) into a model.
 
     Data blocks (``AddData``, ``ExecuteTransform``: nearly every block of a long chain)
-    are read straight from the buffer (``_Reader``), which is several times cheaper than
-    the generated object API; every other event goes through the generic mapping.
+    are read straight from the buffer (``_data_block``), which is several times cheaper
+    than the generated object API; every other event goes through the generic mapping.
     """
-    manifest_version(data)
+    buf = _content_of(data)
     try:
-        content = _Reader(data).content()
-        if content is None:
-            raise BlockDecodeError("metadata block manifest has no content")
-        block = content.metadata_block()
+        block = _data_block(buf)
         if block is not None:
             return block
-        table = MetadataBlockT.InitFromObj(FbMetadataBlock.GetRootAs(content.buf, 0))
+        table = MetadataBlockT.InitFromObj(FbMetadataBlock.GetRootAs(buf, 0))
         generic: models.MetadataBlock = _from_table(table, models.MetadataBlock)
     except BlockDecodeError:
         raise
@@ -334,25 +340,40 @@ _U16, _U32, _I32, _U64, _I64 = (struct.Struct(f) for f in ("<H", "<I", "<i", "<Q
 _TIMESTAMP = struct.Struct("<iHxxII")  # the same field offsets in versions 2 and 3
 
 
+_ABSENT = object()
+
+
+def decode_data_block(data: bytes) -> DataBlock | None:
+    """A stored data block (``AddData`` or ``ExecuteTransform``) as tuples, without its
+    models, for a fold that only judges it (``data_step``); None for any other event."""
+    buf = _content_of(data)
+    try:
+        return _parse_data_block(buf)
+    except Exception as e:
+        raise BlockDecodeError(f"malformed metadata block content: {e}") from None
+
+
 @cache
-def _defaults(model_class: type[models.OdfModel]) -> dict[str, Any]:
-    return {
-        name: f.get_default(call_default_factory=True)
+def _template(model_class: type[models.OdfModel]) -> tuple[dict[str, Any], frozenset[str]]:
+    """Every field of the class in declaration order, with its default or ``_ABSENT``,
+    and the names of the required fields (those with no default)."""
+    template = {
+        name: _ABSENT if f.is_required() else f.get_default(call_default_factory=True)
         for name, f in model_class.model_fields.items()
-        if not f.is_required()
     }
+    return template, frozenset(name for name, value in template.items() if value is _ABSENT)
 
 
 def _build(model_class: type[models.OdfModel], values: dict[str, Any]) -> Any:
     """What ``model_construct`` builds (defaults filled in, the given fields marked set),
     without its per-call overhead, which dominates decoding a small table. The fields
-    keep their declaration order, as pydantic serialises ``__dict__`` in its order."""
-    defaults = _defaults(model_class)
-    fields = {
-        name: values[name] if name in values else defaults[name]
-        for name in model_class.model_fields
-        if name in values or name in defaults
-    }
+    keep their declaration order, as pydantic serialises ``__dict__`` in its order:
+    updating a copy of the template keeps the template's key order."""
+    template, required = _template(model_class)
+    fields = template.copy()
+    fields.update(values)
+    if not required <= values.keys():
+        fields = {name: value for name, value in fields.items() if value is not _ABSENT}
     model = object.__new__(model_class)
     object.__setattr__(model, "__dict__", fields)
     object.__setattr__(model, "__pydantic_fields_set__", set(values))
@@ -361,148 +382,161 @@ def _build(model_class: type[models.OdfModel], values: dict[str, Any]) -> Any:
     return model
 
 
-class _Table:
-    """One FlatBuffers table in ``buf`` at ``pos``: field ``i`` is vtable slot ``4 + 2i``."""
-
-    __slots__ = ("buf", "pos", "vtable", "vtable_len")
-
-    def __init__(self, buf: bytes, pos: int) -> None:
-        self.buf, self.pos = buf, pos
-        self.vtable = pos - _I32.unpack_from(buf, pos)[0]
-        self.vtable_len = _U16.unpack_from(buf, self.vtable)[0]
-
-    def field(self, i: int) -> int:
-        """The field's position in the buffer, 0 when absent."""
-        slot = 4 + 2 * i
-        if slot >= self.vtable_len:
-            return 0
-        off = _U16.unpack_from(self.buf, self.vtable + slot)[0]
-        return self.pos + off if off else 0
-
-    def u64(self, i: int) -> int | None:
-        at = self.field(i)
-        return _U64.unpack_from(self.buf, at)[0] if at else None
-
-    def table(self, i: int) -> _Table | None:
-        at = self.field(i)
-        return _Table(self.buf, at + _U32.unpack_from(self.buf, at)[0]) if at else None
-
-    def bytes(self, i: int) -> bytes | None:
-        at = self.field(i)
-        if not at:
-            return None
-        start = at + _U32.unpack_from(self.buf, at)[0]
-        return self.buf[start + 4 : start + 4 + _U32.unpack_from(self.buf, start)[0]]
-
-    def hash(self, i: int) -> Multihash | None:
-        raw = self.bytes(i)
-        return None if raw is None else Multihash.from_bytes(raw)
-
-    def text(self, i: int) -> str | None:
-        raw = self.bytes(i)
-        return None if raw is None else raw.decode("utf-8")
-
-    def timestamp(self, i: int) -> Timestamp | None:
-        at = self.field(i)
-        return Timestamp.from_fields(*_TIMESTAMP.unpack_from(self.buf, at)) if at else None
-
-    def vector(self, i: int) -> list[_Table]:
-        at = self.field(i)
-        if not at:
-            return []
-        start = at + _U32.unpack_from(self.buf, at)[0]
-        items = range(start + 4, start + 4 + 4 * _U32.unpack_from(self.buf, start)[0], 4)
-        return [_Table(self.buf, p + _U32.unpack_from(self.buf, p)[0]) for p in items]
+def _data_block(buf: bytes) -> models.MetadataBlock | None:
+    """The block, or None when its event is not a data event (the generic path's)."""
+    parsed = _parse_data_block(buf)
+    if parsed is None:
+        return None
+    values: dict[str, Any] = {"system_time": parsed.system_time}
+    if parsed.prev_block_hash is not None:
+        values["prev_block_hash"] = parsed.prev_block_hash
+    values["sequence_number"] = parsed.sequence_number
+    values["event"] = _data_event(parsed.step)
+    return _build(models.MetadataBlock, values)  # type: ignore[no-any-return]
 
 
-class _Reader:
-    """The envelope and the data-block tables, read by field index (``odf.fbs`` order)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def content(self) -> _Content | None:
-        raw = _Table(self.data, _U32.unpack_from(self.data, 0)[0]).bytes(2)
-        return None if raw is None else _Content(raw)
-
-
-class _Content:
-    """The ``MetadataBlock`` buffer inside the manifest."""
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-
-    def metadata_block(self) -> models.MetadataBlock | None:
-        """The block, or None when its event is not a data event (the generic path's)."""
-        block = _Table(self.buf, _U32.unpack_from(self.buf, 0)[0])
-        at = block.field(3)
-        kind = _event_names().get(self.buf[at]) if at else None
-        event_table = block.table(4)
-        if event_table is None or kind not in ("AddData", "ExecuteTransform"):
-            return None
-        values: dict[str, Any] = {"system_time": block.timestamp(0)}
-        prev = block.hash(1)
-        if prev is not None:
-            values["prev_block_hash"] = prev
-        values["sequence_number"] = block.u64(2) or 0
-        values["event"] = _data_event(event_table, kind == "ExecuteTransform")
-        return _build(models.MetadataBlock, values)  # type: ignore[no-any-return]
-
-
-def _data_event(table: _Table, transform: bool) -> models.AddData | models.ExecuteTransform:
-    """AddData fields are 0-5; ExecuteTransform's are the same shifted by its inputs (0)."""
-    shift = 1 if transform else 0
+def _data_event(step: DataStep) -> models.AddData | models.ExecuteTransform:
+    """The event model of a parsed data step, with only the fields the block has set."""
     values: dict[str, Any] = {}
-    if transform:
-        values["query_inputs"] = [_query_input(t) for t in table.vector(0)]
-    _put(values, "prev_checkpoint", table.hash(shift))
-    _put(values, "prev_offset", table.u64(shift + 1))
-    data = table.table(shift + 2)
-    if data is not None:
-        interval = data.table(2)
+    if step.query_inputs is not None:
+        values["query_inputs"] = step.query_inputs
+    if step.prev_checkpoint is not None:
+        values["prev_checkpoint"] = step.prev_checkpoint
+    if step.prev_offset is not None:
+        values["prev_offset"] = step.prev_offset
+    if step.new_data is not None:
+        logical, physical, start, end, size = step.new_data
+        interval = _build(models.OffsetInterval, {"start": start, "end": end})
         values["new_data"] = _build(
             models.DataSlice,
             {
-                "logical_hash": data.hash(0),
-                "physical_hash": data.hash(1),
-                "offset_interval": _build(
-                    models.OffsetInterval,
-                    {
-                        "start": (interval.u64(0) or 0) if interval else 0,
-                        "end": (interval.u64(1) or 0) if interval else 0,
-                    },
-                ),
-                "size": data.u64(3) or 0,
+                "logical_hash": logical,
+                "physical_hash": physical,
+                "offset_interval": interval,
+                "size": size,
             },
         )
-    checkpoint = table.table(shift + 3)
-    if checkpoint is not None:
-        values["new_checkpoint"] = _build(
-            models.Checkpoint,
-            {"physical_hash": checkpoint.hash(0), "size": checkpoint.u64(1) or 0},
+    if step.new_checkpoint is not None:
+        hash_, size = step.new_checkpoint
+        values["new_checkpoint"] = _build(models.Checkpoint, {"physical_hash": hash_, "size": size})
+    if step.new_watermark is not None:
+        values["new_watermark"] = step.new_watermark
+    if step.new_source_state is not None:
+        values["new_source_state"] = step.new_source_state
+    event_class = models.AddData if step.query_inputs is None else models.ExecuteTransform
+    return _build(event_class, values)  # type: ignore[no-any-return]
+
+
+# The parser below reads a data block's few tables with one ``unpack`` of each vtable and
+# no intermediate objects: a long chain is almost all data blocks, and a full integrity
+# check reads every one of them, so each call saved here is paid 100,000 times.
+_VTABLE_SLOTS = [struct.Struct(f"<{n}H") for n in range(9)]
+
+
+def _parse_data_block(buf: bytes) -> DataBlock | None:
+    """A data block's header and step, or None when its event is another kind."""
+    system_time, prev, seq, event_type, event = _fields(buf, _U32.unpack_from(buf, 0)[0], 5)
+    kind = _event_names().get(buf[event_type]) if event_type else None
+    if not event or kind not in ("AddData", "ExecuteTransform"):
+        return None
+    return DataBlock(
+        _timestamp(buf, system_time),
+        Multihash.from_bytes(_bytes(buf, prev)) if prev else None,
+        _U64.unpack_from(buf, seq)[0] if seq else 0,
+        _parse_data_step(buf, _ref(buf, event), kind == "ExecuteTransform"),
+    )
+
+
+def _fields(buf: bytes, pos: int, count: int) -> list[int]:
+    """The positions of a table's first ``count`` fields, 0 for an absent one."""
+    vtable = pos - _I32.unpack_from(buf, pos)[0]
+    present = min(count, (_U16.unpack_from(buf, vtable)[0] - 4) // 2)
+    offsets = _VTABLE_SLOTS[present].unpack_from(buf, vtable + 4)
+    fields = [pos + off if off else 0 for off in offsets]
+    if present < count:
+        fields += [0] * (count - present)
+    return fields
+
+
+def _ref(buf: bytes, at: int) -> int:
+    """Follow the ``uoffset`` stored at ``at`` (to a table, vector or byte string)."""
+    offset: int = _U32.unpack_from(buf, at)[0]
+    return at + offset
+
+
+def _bytes(buf: bytes, at: int) -> bytes:
+    start = _ref(buf, at)
+    return buf[start + 4 : start + 4 + _U32.unpack_from(buf, start)[0]]
+
+
+def _timestamp(buf: bytes, at: int) -> Timestamp:
+    return Timestamp.from_fields(*_TIMESTAMP.unpack_from(buf, at))
+
+
+def _hash(buf: bytes, at: int) -> Multihash | None:
+    return Multihash.from_bytes(_bytes(buf, at)) if at else None
+
+
+def _u64(buf: bytes, at: int) -> int | None:
+    return _U64.unpack_from(buf, at)[0] if at else None
+
+
+def _parse_data_step(buf: bytes, pos: int, transform: bool) -> DataStep:
+    """AddData fields are 0-5; ExecuteTransform's are the same shifted by its inputs (0)."""
+    if transform:
+        inputs, prev_checkpoint, prev_offset, data, checkpoint, watermark = _fields(buf, pos, 6)
+        state = 0
+    else:
+        prev_checkpoint, prev_offset, data, checkpoint, watermark, state = _fields(buf, pos, 6)
+    new_data = new_checkpoint = source_state = None
+    if data:
+        logical, physical, interval, size = _fields(buf, _ref(buf, data), 4)
+        start_at, end_at = _fields(buf, _ref(buf, interval), 2) if interval else (0, 0)
+        new_data = NewData(
+            _hash(buf, logical),  # type: ignore[arg-type]
+            _hash(buf, physical),  # type: ignore[arg-type]
+            _u64(buf, start_at) or 0,
+            _u64(buf, end_at) or 0,
+            _u64(buf, size) or 0,
         )
-    _put(values, "new_watermark", table.timestamp(shift + 4))
-    if not transform:
-        state = table.table(5)
-        if state is not None:
-            fields = {"source_name": state.text(0), "kind": state.text(1), "value": state.text(2)}
-            values["new_source_state"] = _build(
-                models.SourceState, {k: v for k, v in fields.items() if v is not None}
-            )
-        return _build(models.AddData, values)  # type: ignore[no-any-return]
-    return _build(models.ExecuteTransform, values)  # type: ignore[no-any-return]
+    if checkpoint:
+        hash_at, size_at = _fields(buf, _ref(buf, checkpoint), 2)
+        new_checkpoint = NewCheckpoint(_hash(buf, hash_at), _u64(buf, size_at) or 0)  # type: ignore[arg-type]
+    if state:
+        texts = zip(
+            ("source_name", "kind", "value"), _fields(buf, _ref(buf, state), 3), strict=True
+        )
+        source_state = _build(
+            models.SourceState,
+            {name: _bytes(buf, at).decode("utf-8") for name, at in texts if at},
+        )
+    return DataStep(
+        _query_inputs(buf, inputs) if transform else None,
+        _hash(buf, prev_checkpoint),
+        _u64(buf, prev_offset),
+        new_data,
+        new_checkpoint,
+        _timestamp(buf, watermark) if watermark else None,
+        source_state,
+    )
 
 
-def _query_input(table: _Table) -> models.ExecuteTransformInput:
-    raw_id = table.bytes(0)
-    values: dict[str, Any] = {"dataset_id": DatasetId.from_bytes(raw_id or b"")}
-    _put(values, "prev_block_hash", table.hash(1))
-    _put(values, "new_block_hash", table.hash(2))
-    _put(values, "prev_offset", table.u64(3))
-    _put(values, "new_offset", table.u64(4))
+def _query_inputs(buf: bytes, at: int) -> list[models.ExecuteTransformInput]:
+    if not at:
+        return []
+    start = _ref(buf, at)
+    items = range(start + 4, start + 4 + 4 * _U32.unpack_from(buf, start)[0], 4)
+    return [_query_input(buf, _ref(buf, item)) for item in items]
+
+
+def _query_input(buf: bytes, pos: int) -> models.ExecuteTransformInput:
+    dataset_id, prev_block, new_block, prev_offset, new_offset = _fields(buf, pos, 5)
+    values: dict[str, Any] = {
+        "dataset_id": DatasetId.from_bytes(_bytes(buf, dataset_id) if dataset_id else b""),
+        "prev_block_hash": _hash(buf, prev_block),
+        "new_block_hash": _hash(buf, new_block),
+        "prev_offset": _u64(buf, prev_offset),
+        "new_offset": _u64(buf, new_offset),
+    }
+    values = {name: value for name, value in values.items() if value is not None}
     return _build(models.ExecuteTransformInput, values)  # type: ignore[no-any-return]
-
-
-def _put(values: dict[str, Any], name: str, value: Any) -> None:
-    if value is not None:
-        values[name] = value

@@ -22,14 +22,18 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from . import base_state, chain, models
 from .chain import ChainRuleError
-from .hashing import block_hash, logical_hash, physical_hash
+from .content_sweep import ContentSweep
+from .data_step import DataBlock
+from .gc_pause import paused_gc
+from .hashing import block_hash, digest_fd, physical_hash
 from .models import MetadataBlock
-from .multiformat import Multihash
+from .multiformat import ARROW0_SHA3_256, Multihash
 from .repository import BlockHashMismatchError, BlockNotFoundError, Dataset, RepositoryError
-from .slices import read_file
+from .slices import records_digest
 from .store import DataStore
 
 _CHUNK = 1 << 20
@@ -51,13 +55,14 @@ class IntegrityProblem:
 
 @dataclass(frozen=True)
 class Inspection:
-    """What an inspection found, the blocks it read (oldest first) for a caller that goes
-    on to use them (none when the chain itself could not be read or folded), and how many
-    data and checkpoint files it checked."""
+    """What an inspection found, how many blocks it checked and how many data and
+    checkpoint files, and the blocks themselves (oldest first) when the caller asked to
+    keep them, to go on using them (none when the chain could not be read or folded)."""
 
     problems: list[IntegrityProblem]
     blocks: list[tuple[Multihash, MetadataBlock]]
     files: int = 0
+    block_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,19 +79,30 @@ class Change:
 
 def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
     """Every problem found, warnings included; an empty list means the dataset is intact."""
-    return inspect_dataset(dataset).problems
+    return inspect_dataset(dataset, keep_blocks=False).problems
 
 
-def inspect_dataset(dataset: Dataset) -> Inspection:
-    """Check the chain, then every file its blocks name, reading each block once."""
+def inspect_dataset(dataset: Dataset, keep_blocks: bool = True) -> Inspection:
+    """Check the chain, then every file its blocks name, reading each block once.
+
+    Without ``keep_blocks`` the data blocks are judged as ``DataBlock`` tuples, never
+    built as models (``Dataset.iter_judged_blocks``), which is most of a long chain's
+    cost; the files are hashed meanwhile by a forked child (``content_sweep``)."""
+    sweep = ContentSweep.start(dataset.root) if dataset.store.local else None
     try:
-        blocks = list(dataset.iter_blocks())
-        blocks.reverse()
-        derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
+        with paused_gc():
+            blocks: list[tuple[Multihash, MetadataBlock | DataBlock]]
+            blocks = list(dataset.iter_blocks() if keep_blocks else dataset.iter_judged_blocks())
+            blocks.reverse()
+            derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
     except (ChainRuleError, RepositoryError, ValueError) as e:
+        if sweep is not None:
+            sweep.result()
         return Inspection([_chain_problem(e)], [])
-    problems, files = _check_files(dataset, blocks, derivative)
-    return Inspection(problems, blocks, files)
+    verified = sweep.result() if sweep is not None else {}
+    problems, files = _check_files(dataset, blocks, derivative, verified)
+    kept = cast(list[tuple[Multihash, MetadataBlock]], blocks) if keep_blocks else []
+    return Inspection(problems, kept, files, len(blocks))
 
 
 def inspect_change(dataset: Dataset, change: Change) -> Inspection:
@@ -97,7 +113,7 @@ def inspect_change(dataset: Dataset, change: Change) -> Inspection:
     the new blocks' rules need (``base_state``); old files not at all.
     """
     if change.base_head is None:
-        return inspect_dataset(dataset)
+        return inspect_dataset(dataset, keep_blocks=False)
     try:
         new = _blocks_since(dataset, change.base_head)
         base, _ = base_state.state_at(
@@ -112,7 +128,7 @@ def inspect_change(dataset: Dataset, change: Change) -> Inspection:
     except (ChainRuleError, RepositoryError, ValueError) as e:
         return Inspection([_chain_problem(e)], [])
     derivative = state.kind is models.DatasetKind.DERIVATIVE
-    problems, files = _check_files(dataset, new, derivative)
+    problems, files = _check_files(dataset, list(new), derivative)
     seen = {f"blocks/{hash_}" for hash_, _ in new} | {
         path for _, block in new for path, _ in _named_files(block)
     }
@@ -123,7 +139,7 @@ def inspect_change(dataset: Dataset, change: Change) -> Inspection:
             problems += found
     for path in sorted(change.deleted):
         problems += _check_deleted(dataset, path, derivative)
-    return Inspection(problems, new, files)
+    return Inspection(problems, new, files, len(new))
 
 
 def _chain_problem(error: Exception) -> IntegrityProblem:
@@ -191,18 +207,36 @@ def _named_files(block: MetadataBlock) -> list[tuple[str, models.DataSlice | mod
 
 
 def _check_files(
-    dataset: Dataset, blocks: list[tuple[Multihash, MetadataBlock]], derivative: bool
+    dataset: Dataset,
+    blocks: list[tuple[Multihash, MetadataBlock | DataBlock]],
+    derivative: bool,
+    verified: dict[str, int] | None = None,
 ) -> tuple[list[IntegrityProblem], int]:
-    """Every data and checkpoint file the blocks name, and how many there were."""
+    """Every data and checkpoint file the blocks name, and how many there were. A file
+    in ``verified`` with the size the block gives needs no second look; any other is
+    checked here, against the block's model, which also words the problem."""
+    verified = verified or {}
     problems: list[IntegrityProblem] = []
     files = 0
-    for _, block in blocks:
-        for path, described in _named_files(block):
+    for hash_, block in blocks:
+        for path, size in _file_sizes(block):
             files += 1
+            if verified.get(path) == size:
+                continue
+            model = block
+            if isinstance(model, DataBlock):  # read again as a model: only a damaged file
+                model = dataset.get_block(hash_, verify=False)
+            described = dict(_named_files(model))[path]
             problem = _check_named(dataset, path, described, block.sequence_number, derivative)
             if problem is not None:
                 problems.append(problem)
     return problems, files
+
+
+def _file_sizes(block: MetadataBlock | DataBlock) -> list[tuple[str, int]]:
+    if isinstance(block, DataBlock):
+        return block.step.named_files()
+    return [(path, described.size) for path, described in _named_files(block)]
 
 
 def _check_named(
@@ -310,12 +344,10 @@ def _check_file(path: Path, size: int, expected: str, what: str) -> str | None:
         actual_size = os.fstat(fd).st_size
         if actual_size != size:
             return f"{what} file {path.name} has {actual_size} bytes, the block says {size}"
-        hasher = hashlib.sha3_256()
-        while chunk := os.read(fd, _CHUNK):
-            hasher.update(chunk)
+        digest = digest_fd(fd, size)
     finally:
         os.close(fd)
-    if Multihash.from_digest(hasher.digest()) != expected:
+    if Multihash.from_digest(digest) != expected:
         return f"{what} file bytes do not match physical hash {expected}"
     return None
 
@@ -323,7 +355,7 @@ def _check_file(path: Path, size: int, expected: str, what: str) -> str | None:
 def _check_logical(path: Path, data: models.DataSlice) -> tuple[bool, str]:
     """Whether the file's records match the block's logical hash, and what to say."""
     try:
-        actual = logical_hash(read_file(path))
+        actual = Multihash.from_digest(records_digest(path), ARROW0_SHA3_256)
     except Exception as e:  # an unreadable file is a finding, not a crash of the check
         return False, f"its records cannot be read ({type(e).__name__})"
     if actual != data.logical_hash:

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import chain
-from .codec import DEFAULT_VERSION, decode_block, encode_block, peek_block
-from .hashing import block_hash, physical_hash
+from .codec import DEFAULT_VERSION, decode_block, decode_data_block, encode_block, peek_block
+from .data_step import DataBlock
+from .hashing import block_hash, physical_hash, read_whole
 from .lock import repository_lock
 from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
 from .multiformat import Multihash
@@ -191,18 +192,33 @@ class Dataset:
 
     def read_block_bytes(self, hash_: str) -> bytes:
         try:
-            return self.layout.block(hash_).read_bytes()
+            return read_whole(f"{self.layout.root}/blocks/{hash_}")
         except FileNotFoundError:
             raise BlockNotFoundError(self.root, hash_) from None
 
     def get_block(self, hash_: str, verify: bool = True) -> MetadataBlock:
         """Read a block; with ``verify`` its bytes must hash to its name."""
-        data = self.read_block_bytes(hash_)
-        if verify:
-            actual = block_hash(data)
-            if actual != hash_:
-                raise BlockHashMismatchError(self.root, hash_, actual)
+        data = self._verified_bytes(hash_) if verify else self.read_block_bytes(hash_)
         return decode_block(data)
+
+    def _verified_bytes(self, hash_: str) -> bytes:
+        """A block's bytes, which must hash to its name."""
+        data = self.read_block_bytes(hash_)
+        actual = block_hash(data)
+        if actual != hash_:
+            raise BlockHashMismatchError(self.root, hash_, actual)
+        return data
+
+    def iter_judged_blocks(self) -> Iterator[tuple[Multihash, MetadataBlock | DataBlock]]:
+        """``iter_blocks`` from the head, each block checked against its hash, with data
+        blocks given as ``DataBlock`` tuples rather than models: all that a fold which
+        only judges the chain needs (``chain.fold`` takes both), at a third of the cost."""
+        current = self.head()
+        while current is not None:
+            data = self._verified_bytes(current)
+            block = decode_data_block(data) or decode_block(data)
+            yield current, block
+            current = block.prev_block_hash
 
     def iter_blocks(
         self, head: Multihash | None = None

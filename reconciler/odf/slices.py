@@ -74,52 +74,52 @@ ROW_GROUP_ROWS = 1 << 17
 
 
 def parquet_writer(
-    path: Path, schema: pa.Schema, dictionary: list[str] | None = None
+    where: Path | pa.NativeFile, schema: pa.Schema, dictionary: list[str] | None = None
 ) -> pq.ParquetWriter:
     """A writer with the recipe every slice and checkpoint is written with, for files
-    written a row group at a time (by a Spark task)."""
-    return pq.ParquetWriter(path, schema, use_dictionary=dictionary or False, **_PARQUET_OPTIONS)
+    written a row group at a time (by a Spark task, into a file object that hashes the
+    bytes on their way to disk)."""
+    return pq.ParquetWriter(where, schema, use_dictionary=dictionary or False, **_PARQUET_OPTIONS)
 
 
 def write_parquet(table: pa.Table, path: Path, dictionary: list[str] | None = None) -> WrittenFile:
     """Write ``table`` as one Parquet file and hash it; the logical hash is taken from the
     file as read back, so it is exactly what a verifier will see."""
     pq.write_table(table, path, use_dictionary=dictionary or False, **_PARQUET_OPTIONS)
-    return hash_file(path)[0]
+    return hash_file(path)
 
 
-def hash_file(path: Path, event_column: str | None = None) -> tuple[WrittenFile, Timestamp | None]:
+def hash_file(path: Path) -> WrittenFile:
     """Hash a written file: SHA3 of its bytes, and the logical hash of its records read
-    back a row group at a time (never the whole file at once), so it is exactly what a
-    verifier will see. With ``event_column``, also the largest event time among the
-    records."""
-    from .arrow_digest import RecordDigest
+    back (``records_digest``), so it is exactly what a verifier will see."""
     from .multiformat import ARROW0_SHA3_256
+
+    return WrittenFile(
+        path=path,
+        physical_hash=physical_hash(path),
+        logical_hash=Multihash.from_digest(records_digest(path), ARROW0_SHA3_256),
+        size=path.stat().st_size,
+        rows=pq.read_metadata(path).num_rows,
+    )
+
+
+def records_digest(path: Path) -> bytes:
+    """The raw logical digest of a file's records, read back a row group at a time
+    (never the whole file at once), in the batches a whole-file read gives."""
+    from .arrow_digest import RecordDigest
 
     parquet = pq.ParquetFile(path)
     try:
         digest = RecordDigest(parquet.schema_arrow)
-        rows, latest = 0, None
         for index in range(parquet.num_row_groups):
-            group = parquet.read_row_group(index, use_threads=False)
-            digest.update(group)
-            rows += group.num_rows
-            if event_column is not None:
-                latest = _latest(latest, max_event_time(group.column(event_column)))
-            del group
+            digest.update(parquet.read_row_group(index, use_threads=False))
     finally:
         parquet.close()
-    written = WrittenFile(
-        path=path,
-        physical_hash=physical_hash(path),
-        logical_hash=Multihash.from_digest(digest.digest(), ARROW0_SHA3_256),
-        size=path.stat().st_size,
-        rows=rows,
-    )
-    return written, latest
+    return digest.digest()
 
 
-def _latest(current: Timestamp | None, candidate: Timestamp | None) -> Timestamp | None:
+def latest_of(current: Timestamp | None, candidate: Timestamp | None) -> Timestamp | None:
+    """The later of two times, either of which may be unknown."""
     if current is None:
         return candidate
     return current if candidate is None or candidate < current else candidate

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from pydantic import GetCoreSchemaHandler
@@ -22,6 +23,13 @@ _RFC3339 = re.compile(
     r"(Z|z|[+-]\d{2}:\d{2})$"
 )
 _NANOS = 1_000_000_000
+
+
+@cache
+def _year_start(year: int) -> int:
+    """Seconds from the epoch to 1 January of ``year`` (every block's times are decoded
+    through this, and a chain spans few years). Raises for a year ``datetime`` refuses."""
+    return int((dt.datetime(year, 1, 1, tzinfo=dt.UTC) - _EPOCH).total_seconds())
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -73,8 +81,7 @@ class Timestamp:
         cls, year: int, ordinal: int, seconds_from_midnight: int, nanos: int
     ) -> Timestamp:
         """Build from the FlatBuffers ``Timestamp`` struct (day-of-year form)."""
-        day = dt.datetime(year, 1, 1, tzinfo=dt.UTC) + dt.timedelta(days=ordinal - 1)
-        return cls(int((day - _EPOCH).total_seconds()) + seconds_from_midnight, nanos)
+        return cls(_year_start(year) + (ordinal - 1) * 86400 + seconds_from_midnight, nanos)
 
     @classmethod
     def now(cls) -> Timestamp:

@@ -206,9 +206,10 @@ def _changes_schema(plan: DatasetPlan) -> bool:
 
 
 def _mark_downstream(plans: dict[str, DatasetPlan], desired: DesiredState) -> None:
+    downstreams = desired.all_downstream()
     for name in plans:
         if name in desired.datasets:
-            downstream = desired.downstream(name)
+            downstream = downstreams[name]
             affected = downstream if _changes_schema(plans[name]) else ()
             plans[name] = replace(plans[name], downstream=downstream, affected_downstream=affected)
 

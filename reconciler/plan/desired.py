@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..odf import models
+from ..odf.gc_pause import paused_gc
 from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
 from ..odf.names import name_key
 from .model import Location, Problem
@@ -57,13 +58,29 @@ class DesiredState:
 
     def downstream(self, name: str) -> tuple[str, ...]:
         """Every dataset reading ``name``, transitively, in dependency order."""
-        readers, seen, todo = self.readers(), set(), [name]
-        while todo:
-            for reader in readers.get(todo.pop(), []):
-                if reader not in seen:
-                    seen.add(reader)
-                    todo.append(reader)
-        return tuple(n for n in self.datasets if n in seen)
+        return _reached(name, self.readers(), self._ranks())
+
+    def all_downstream(self) -> dict[str, tuple[str, ...]]:
+        """``downstream`` of every dataset, from one readers map: asking per name would
+        rebuild the map each time, quadratic in the number of datasets."""
+        readers, ranks = self.readers(), self._ranks()
+        return {name: _reached(name, readers, ranks) for name in self.datasets}
+
+    def _ranks(self) -> dict[str, int]:
+        """Each dataset's place in dependency order."""
+        return {name: i for i, name in enumerate(self.datasets)}
+
+
+def _reached(name: str, readers: dict[str, list[str]], ranks: dict[str, int]) -> tuple[str, ...]:
+    """The datasets ``readers`` lead to from ``name``, in the order of ``ranks``."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for reader in readers.get(todo.pop(), []):
+            if reader not in seen:
+                seen.add(reader)
+                todo.append(reader)
+    return tuple(sorted(seen, key=ranks.__getitem__))
 
 
 def transform_inputs(snapshot: models.DatasetSnapshot) -> list[models.TransformInput]:
@@ -72,9 +89,13 @@ def transform_inputs(snapshot: models.DatasetSnapshot) -> list[models.TransformI
     return list(transforms[-1].inputs) if transforms else []
 
 
+@paused_gc()
 def load_desired(paths: Iterable[Path], known_ids: dict[str, str]) -> DesiredState:
     """Load manifests and order them; ``known_ids`` maps chain dataset ids to names so
-    that inputs given as ``did:odf:…`` resolve to datasets too."""
+    that inputs given as ``did:odf:…`` resolve to datasets too.
+
+    Every manifest's YAML tree is kept (to locate findings), so the cycle collector,
+    left on, would walk a growing heap of acyclic nodes: paused (``gc_pause``)."""
     state = DesiredState()
     loaded: list[LoadedSnapshot] = []
     for path in paths:

@@ -41,7 +41,7 @@ from ..odf.chain import ChainState
 from ..odf.hashing import physical_hash
 from ..odf.repository import Dataset
 from ..odf.schema_evolution import grown_schema
-from ..odf.slices import hash_file, normalize_type, slice_dictionary
+from ..odf.slices import normalize_type, slice_dictionary
 from ..odf.timestamps import Timestamp
 from .inputs import InputSlice
 from .ordering import deterministic_order
@@ -98,17 +98,16 @@ def stage_transform(
     slice_schema = _slice_schema(collected, output, vocab, schema)
     if schema is None or slice_schema.names != schema.names:  # the first, or grown
         staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
-    path = workdir / "slice.parquet"
-    rows = write_frame(
+    written = write_frame(
         output,
-        path,
+        workdir / "slice.parquet",
         slice_schema,
         dictionary=slice_dictionary(vocab),
         offset=(vocab.offset_column, state.next_offset),
         system_time=(vocab.system_time_column, system_time.epoch_millis),
     )
-    if rows:
-        staged.slice = hash_file(path)[0]
+    if written is not None:
+        staged.slice = written[0]
         staged.files.append((staged.slice.path, "data"))
     watermarks = _input_watermarks(dataset, state, inputs)
     checkpoint = _write_checkpoint(watermarks, workdir / "checkpoint.json")
