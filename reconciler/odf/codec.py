@@ -450,7 +450,9 @@ def _parse_data_block(buf: bytes) -> DataBlock | None:
 def _fields(buf: bytes, pos: int, count: int) -> list[int]:
     """The positions of a table's first ``count`` fields, 0 for an absent one."""
     vtable = pos - _I32.unpack_from(buf, pos)[0]
-    present = min(count, (_U16.unpack_from(buf, vtable)[0] - 4) // 2)
+    present = (_U16.unpack_from(buf, vtable)[0] - 4) >> 1
+    if present > count:
+        present = count
     offsets = _VTABLE_SLOTS[present].unpack_from(buf, vtable + 4)
     fields = [pos + off if off else 0 for off in offsets]
     if present < count:
@@ -465,7 +467,7 @@ def _ref(buf: bytes, at: int) -> int:
 
 
 def _bytes(buf: bytes, at: int) -> bytes:
-    start = _ref(buf, at)
+    start = at + _U32.unpack_from(buf, at)[0]
     return buf[start + 4 : start + 4 + _U32.unpack_from(buf, start)[0]]
 
 

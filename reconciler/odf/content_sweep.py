@@ -22,14 +22,11 @@ import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
-from .hashing import digest_fd
+from .hashing import digest_fd, names_digest
 
 SWEEP_FROM = 4096
 """Files in a folder from which they are swept in a child; below it, forking costs more
 than it saves."""
-
-_SHA3_TEXT_PREFIX = "f1620"
-"""Multibase base16 of a SHA3-256 multihash: ``f``, code 0x16, length 0x20."""
 
 
 def verified_files(root: Path) -> dict[str, int]:
@@ -50,8 +47,6 @@ def verified_files(root: Path) -> dict[str, int]:
 
 
 def _size_if_named_by_content(path: str, name: str) -> int | None:
-    if not name.startswith(_SHA3_TEXT_PREFIX):
-        return None
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -63,7 +58,7 @@ def _size_if_named_by_content(path: str, name: str) -> int | None:
         return None
     finally:
         os.close(fd)
-    return size if _SHA3_TEXT_PREFIX + digest.hex() == name else None
+    return size if names_digest(name, digest) else None
 
 
 def _file_count(root: Path) -> int:

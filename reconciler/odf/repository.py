@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import secrets
 import shutil
@@ -30,7 +31,7 @@ from pathlib import Path
 from . import chain
 from .codec import DEFAULT_VERSION, decode_block, decode_data_block, encode_block, peek_block
 from .data_step import DataBlock
-from .hashing import block_hash, physical_hash, read_whole
+from .hashing import block_hash, names_digest, physical_hash, read_whole
 from .lock import repository_lock
 from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
 from .multiformat import Multihash
@@ -204,9 +205,8 @@ class Dataset:
     def _verified_bytes(self, hash_: str) -> bytes:
         """A block's bytes, which must hash to its name."""
         data = self.read_block_bytes(hash_)
-        actual = block_hash(data)
-        if actual != hash_:
-            raise BlockHashMismatchError(self.root, hash_, actual)
+        if not names_digest(hash_, hashlib.sha3_256(data).digest()):
+            raise BlockHashMismatchError(self.root, hash_, block_hash(data))
         return data
 
     def iter_judged_blocks(self) -> Iterator[tuple[Multihash, MetadataBlock | DataBlock]]:
