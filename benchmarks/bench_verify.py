@@ -116,7 +116,7 @@ def floors(root: Path) -> tuple[float, float]:
 
 def full_check(root: Path) -> float:
     start = time.perf_counter()
-    inspection = inspect_dataset(Dataset(root / "odf" / NAME), keep_blocks=False)
+    inspection = inspect_dataset(Dataset(root / "odf" / NAME))
     seconds = time.perf_counter() - start
     assert not inspection.problems, inspection.problems
     return seconds

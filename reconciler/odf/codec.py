@@ -340,9 +340,6 @@ _U16, _U32, _I32, _U64, _I64 = (struct.Struct(f) for f in ("<H", "<I", "<i", "<Q
 _TIMESTAMP = struct.Struct("<iHxxII")  # the same field offsets in versions 2 and 3
 
 
-_ABSENT = object()
-
-
 def decode_data_block(data: bytes) -> DataBlock | None:
     """A stored data block (``AddData`` or ``ExecuteTransform``) as tuples, without its
     models, for a fold that only judges it (``data_step``); None for any other event."""
@@ -351,6 +348,10 @@ def decode_data_block(data: bytes) -> DataBlock | None:
         return _parse_data_block(buf)
     except Exception as e:
         raise BlockDecodeError(f"malformed metadata block content: {e}") from None
+
+
+_ABSENT = object()
+"""A required field's place in a ``_template``."""
 
 
 @cache

@@ -20,6 +20,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -79,15 +80,16 @@ class Change:
 
 def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
     """Every problem found, warnings included; an empty list means the dataset is intact."""
-    return inspect_dataset(dataset, keep_blocks=False).problems
+    return inspect_dataset(dataset).problems
 
 
-def inspect_dataset(dataset: Dataset, keep_blocks: bool = True) -> Inspection:
+def inspect_dataset(dataset: Dataset, keep_blocks: bool = False) -> Inspection:
     """Check the chain, then every file its blocks name, reading each block once.
 
-    Without ``keep_blocks`` the data blocks are judged as ``DataBlock`` tuples, never
-    built as models (``Dataset.iter_judged_blocks``), which is most of a long chain's
-    cost; the files are hashed meanwhile by a forked child (``content_sweep``)."""
+    The data blocks are judged as ``DataBlock`` tuples, never built as models
+    (``Dataset.iter_judged_blocks``), which is most of a long chain's cost, unless the
+    caller asks to ``keep_blocks`` as models to use them after; the files are hashed
+    meanwhile by a forked child (``content_sweep``)."""
     sweep = ContentSweep.start(dataset.root) if dataset.store.local else None
     try:
         with paused_gc():
@@ -113,7 +115,7 @@ def inspect_change(dataset: Dataset, change: Change) -> Inspection:
     the new blocks' rules need (``base_state``); old files not at all.
     """
     if change.base_head is None:
-        return inspect_dataset(dataset, keep_blocks=False)
+        return inspect_dataset(dataset)
     try:
         new = _blocks_since(dataset, change.base_head)
         base, _ = base_state.state_at(
@@ -128,7 +130,7 @@ def inspect_change(dataset: Dataset, change: Change) -> Inspection:
     except (ChainRuleError, RepositoryError, ValueError) as e:
         return Inspection([_chain_problem(e)], [])
     derivative = state.kind is models.DatasetKind.DERIVATIVE
-    problems, files = _check_files(dataset, list(new), derivative)
+    problems, files = _check_files(dataset, new, derivative)
     seen = {f"blocks/{hash_}" for hash_, _ in new} | {
         path for _, block in new for path, _ in _named_files(block)
     }
@@ -208,7 +210,7 @@ def _named_files(block: MetadataBlock) -> list[tuple[str, models.DataSlice | mod
 
 def _check_files(
     dataset: Dataset,
-    blocks: list[tuple[Multihash, MetadataBlock | DataBlock]],
+    blocks: Sequence[tuple[Multihash, MetadataBlock | DataBlock]],
     derivative: bool,
     verified: dict[str, int] | None = None,
 ) -> tuple[list[IntegrityProblem], int]:

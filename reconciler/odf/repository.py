@@ -209,11 +209,13 @@ class Dataset:
             raise BlockHashMismatchError(self.root, hash_, block_hash(data))
         return data
 
-    def iter_judged_blocks(self) -> Iterator[tuple[Multihash, MetadataBlock | DataBlock]]:
-        """``iter_blocks`` from the head, each block checked against its hash, with data
-        blocks given as ``DataBlock`` tuples rather than models: all that a fold which
-        only judges the chain needs (``chain.fold`` takes both), at a third of the cost."""
-        current = self.head()
+    def iter_judged_blocks(
+        self, head: Multihash | None = None
+    ) -> Iterator[tuple[Multihash, MetadataBlock | DataBlock]]:
+        """``iter_blocks``, each block checked against its hash, with data blocks given
+        as ``DataBlock`` tuples rather than models: all that a fold which only judges the
+        chain needs (``chain.fold`` takes both), at a third of the cost."""
+        current = head if head is not None else self.head()
         while current is not None:
             data = self._verified_bytes(current)
             block = decode_data_block(data) or decode_block(data)
@@ -235,7 +237,7 @@ class Dataset:
         head = self.head()
         if self._state_cache is not None and self._state_cache.head == head:
             return self._state_cache
-        blocks = list(self.iter_blocks(head))
+        blocks = list(self.iter_judged_blocks(head))
         blocks.reverse()
         self._state_cache = chain.fold(blocks)
         return self._state_cache
