@@ -48,12 +48,6 @@ def tag(merge: models.MergeStrategy) -> str | None:
     return None
 
 
-def write_checkpoint(table: pa.Table, merge: models.MergeStrategy, path: Path) -> WrittenFile:
-    label = tag(merge)
-    assert label is not None, "only Ledger and Snapshot keep checkpoints"
-    return write_parquet(table.replace_schema_metadata({_TAG_KEY: label.encode()}), path)
-
-
 def write_checkpoint_frame(
     frame: DataFrame, merge: models.MergeStrategy, path: Path
 ) -> WrittenFile:
