@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.odf import DatasetId, Multihash, Timestamp, content_sweep, models
+from reconciler.odf.codec import decode_block, decode_data_block
 from reconciler.odf.content_sweep import ContentSweep, verified_files
+from reconciler.odf.data_step import DataBlock
 from reconciler.odf.integrity import inspect_dataset
 from reconciler.odf.repository import Dataset, OdfRepository
 
@@ -76,17 +78,17 @@ def test_the_sweep_reports_exactly_the_files_whose_bytes_hash_to_their_names(
     assert len(expected) == 5
     assert verified_files(dataset.root) == expected
 
-    sweep = ContentSweep.start(dataset.root, threshold=1)
+    sweep = ContentSweep.start(dataset.root, blocks=False, threshold=1)
     assert sweep.pid is not None  # a child was forked
-    assert sweep.result() == expected
+    assert sweep.files() == expected
     assert sweep.pid is None
 
 
 def test_below_the_threshold_no_child_is_made_and_the_answer_is_empty(tmp_path: Path) -> None:
     dataset = build(tmp_path, 3)
-    sweep = ContentSweep.start(dataset.root, threshold=6)  # 3 data + 2 checkpoint files
-    assert (sweep.pid, sweep.result()) == (None, {})
-    assert ContentSweep.start(dataset.root, threshold=5).result() != {}
+    sweep = ContentSweep.start(dataset.root, threshold=6)  # 5 blocks, 3 data + 2 checkpoints
+    assert (sweep.pid, sweep.own_blocks, sweep.blocks(), sweep.files()) == (None, [], {}, {})
+    assert ContentSweep.start(dataset.root, threshold=5).files() != {}
 
 
 @pytest.mark.parametrize("sweep_from", [1, 10**9], ids=["swept", "not-swept"])
@@ -119,3 +121,87 @@ def test_a_full_check_finds_the_same_problems_with_and_without_the_sweep(
         f"block #6: checkpoint file bytes do not match physical hash {checkpoint.physical_hash}",
     ]
     assert inspection.files == 7
+
+
+def test_the_intact_blocks_are_parsed_by_the_child_and_the_parent_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    dataset = build(tmp_path, 6)
+    blocks = sorted(dataset.layout.blocks.iterdir())
+    assert len(blocks) == 8  # Seed, SetDataSchema, 6 AddData
+    expected = {path.name: decode_block(path.read_bytes()) for path in blocks}
+    damaged = blocks[3]
+    damaged.write_bytes(damaged.read_bytes() + b"\x00")
+    del expected[damaged.name]
+    (dataset.layout.blocks / "not-a-hash").write_bytes(b"x")
+
+    sweep = ContentSweep.start(dataset.root, threshold=1)
+    assert sweep.pid is not None
+    # the parent's share: the rest of the 9 files after the child's 45%
+    assert len(sweep.own_blocks) == 9 - round(9 * content_sweep.CHILD_SHARE) == 5
+    parsed = sweep.blocks()
+    assert sorted(parsed) == sorted(expected)
+    for name, block in parsed.items():  # data blocks as tuples, the others as models
+        if isinstance(block, DataBlock):
+            assert block == decode_data_block(blocks[0].parent.joinpath(name).read_bytes())
+        else:
+            assert block == expected[name]
+            assert isinstance(block.event, models.Seed | models.SetDataSchema)
+    assert sum(isinstance(b, DataBlock) for b in parsed.values()) == 5
+    assert sorted(sweep.files()) == sorted(
+        [f"data/{p.name}" for p in data_files(dataset)]
+        + [f"checkpoints/{p.name}" for p in dataset.layout.checkpoints.iterdir()]
+    )
+    assert sweep.pid is None
+
+
+@pytest.mark.parametrize("sweep_from", [1, 10**9], ids=["swept", "not-swept"])
+def test_a_damaged_block_is_found_the_same_with_and_without_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sweep_from: int
+) -> None:
+    monkeypatch.setattr(content_sweep, "SWEEP_FROM", sweep_from)
+    dataset = build(tmp_path, 5)
+    hashes = [h for h, _ in dataset.iter_blocks()]
+    (dataset.layout.blocks / ("f1620" + "0" * 64)).write_bytes(b"a stray file named like a block")
+    assert inspect_dataset(dataset).problems == []
+
+    damaged = dataset.layout.block(hashes[2])  # an AddData in the middle of the chain
+    damaged.write_bytes(damaged.read_bytes() + b"\x00")
+    actual = Multihash.sha3_256(damaged.read_bytes())
+    assert [str(p) for p in inspect_dataset(dataset).problems] == [
+        f"block {hashes[2]} was changed: its bytes hash to {actual}"
+    ]
+
+
+def test_a_child_that_fails_costs_time_never_a_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(block: object) -> object:
+        raise RuntimeError("the child cannot send its answer")
+
+    monkeypatch.setattr(content_sweep, "to_plain", broken)  # the forked child inherits it
+    dataset = build(tmp_path, 5)
+    sweep = ContentSweep.start(dataset.root, threshold=1)
+    assert sweep.pid is not None
+    own = set(sweep.own_blocks)
+    assert set(sweep.blocks()) == own  # only what the parent parsed itself
+    assert sweep.files() == {}
+    assert sweep.pid is None
+
+    monkeypatch.setattr(content_sweep, "SWEEP_FROM", 1)
+    first = data_files(dataset)[0]
+    first.write_bytes(b"records of batch 9")  # the same size, other bytes
+    seq = _naming_block(dataset, first.name)
+    assert [str(p) for p in inspect_dataset(dataset).problems] == [
+        f"block #{seq}: data file bytes do not match physical hash {first.name}; "
+        "its records cannot be read (ArrowInvalid)"
+    ]
+
+
+def _naming_block(dataset: Dataset, physical: str) -> int:
+    for _, block in dataset.iter_blocks():
+        event = block.event
+        data = event.new_data if isinstance(event, models.AddData) else None
+        if data is not None and data.physical_hash == physical:
+            return block.sequence_number
+    raise AssertionError(physical)

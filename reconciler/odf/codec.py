@@ -365,7 +365,7 @@ def _template(model_class: type[models.OdfModel]) -> tuple[dict[str, Any], froze
     return template, frozenset(name for name, value in template.items() if value is _ABSENT)
 
 
-def _build(model_class: type[models.OdfModel], values: dict[str, Any]) -> Any:
+def build_model(model_class: type[models.OdfModel], values: dict[str, Any]) -> Any:
     """What ``model_construct`` builds (defaults filled in, the given fields marked set),
     without its per-call overhead, which dominates decoding a small table. The fields
     keep their declaration order, as pydantic serialises ``__dict__`` in its order:
@@ -393,7 +393,7 @@ def _data_block(buf: bytes) -> models.MetadataBlock | None:
         values["prev_block_hash"] = parsed.prev_block_hash
     values["sequence_number"] = parsed.sequence_number
     values["event"] = _data_event(parsed.step)
-    return _build(models.MetadataBlock, values)  # type: ignore[no-any-return]
+    return build_model(models.MetadataBlock, values)  # type: ignore[no-any-return]
 
 
 def _data_event(step: DataStep) -> models.AddData | models.ExecuteTransform:
@@ -407,8 +407,8 @@ def _data_event(step: DataStep) -> models.AddData | models.ExecuteTransform:
         values["prev_offset"] = step.prev_offset
     if step.new_data is not None:
         logical, physical, start, end, size = step.new_data
-        interval = _build(models.OffsetInterval, {"start": start, "end": end})
-        values["new_data"] = _build(
+        interval = build_model(models.OffsetInterval, {"start": start, "end": end})
+        values["new_data"] = build_model(
             models.DataSlice,
             {
                 "logical_hash": logical,
@@ -419,13 +419,15 @@ def _data_event(step: DataStep) -> models.AddData | models.ExecuteTransform:
         )
     if step.new_checkpoint is not None:
         hash_, size = step.new_checkpoint
-        values["new_checkpoint"] = _build(models.Checkpoint, {"physical_hash": hash_, "size": size})
+        values["new_checkpoint"] = build_model(
+            models.Checkpoint, {"physical_hash": hash_, "size": size}
+        )
     if step.new_watermark is not None:
         values["new_watermark"] = step.new_watermark
     if step.new_source_state is not None:
         values["new_source_state"] = step.new_source_state
     event_class = models.AddData if step.query_inputs is None else models.ExecuteTransform
-    return _build(event_class, values)  # type: ignore[no-any-return]
+    return build_model(event_class, values)  # type: ignore[no-any-return]
 
 
 # The parser below reads a data block's few tables with one ``unpack`` of each vtable and
@@ -509,7 +511,7 @@ def _parse_data_step(buf: bytes, pos: int, transform: bool) -> DataStep:
         texts = zip(
             ("source_name", "kind", "value"), _fields(buf, _ref(buf, state), 3), strict=True
         )
-        source_state = _build(
+        source_state = build_model(
             models.SourceState,
             {name: _bytes(buf, at).decode("utf-8") for name, at in texts if at},
         )
@@ -542,4 +544,4 @@ def _query_input(buf: bytes, pos: int) -> models.ExecuteTransformInput:
         "new_offset": _u64(buf, new_offset),
     }
     values = {name: value for name, value in values.items() if value is not None}
-    return _build(models.ExecuteTransformInput, values)  # type: ignore[no-any-return]
+    return build_model(models.ExecuteTransformInput, values)  # type: ignore[no-any-return]

@@ -88,20 +88,23 @@ def inspect_dataset(dataset: Dataset, keep_blocks: bool = False) -> Inspection:
 
     The data blocks are judged as ``DataBlock`` tuples, never built as models
     (``Dataset.iter_judged_blocks``), which is most of a long chain's cost, unless the
-    caller asks to ``keep_blocks`` as models to use them after; the files are hashed
-    meanwhile by a forked child (``content_sweep``)."""
-    sweep = ContentSweep.start(dataset.root) if dataset.store.local else None
-    try:
-        with paused_gc():
+    caller asks to ``keep_blocks`` as models to use them after. On a long chain a forked
+    child hashes the files and parses part of the blocks meanwhile (``content_sweep``).
+    """
+    with paused_gc():
+        sweep = ContentSweep.start(dataset.root, files=dataset.store.local, blocks=not keep_blocks)
+        try:
             blocks: list[tuple[Multihash, MetadataBlock | DataBlock]]
-            blocks = list(dataset.iter_blocks() if keep_blocks else dataset.iter_judged_blocks())
+            if keep_blocks:  # models wanted: read here, while the child hashes the files
+                blocks = list(dataset.iter_blocks())
+            else:
+                blocks = list(dataset.iter_judged_blocks(parsed=sweep.blocks()))
             blocks.reverse()
             derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
-    except (ChainRuleError, RepositoryError, ValueError) as e:
-        if sweep is not None:
-            sweep.result()
-        return Inspection([_chain_problem(e)], [])
-    verified = sweep.result() if sweep is not None else {}
+        except (ChainRuleError, RepositoryError, ValueError) as e:
+            sweep.files()
+            return Inspection([_chain_problem(e)], [])
+        verified = sweep.files()
     problems, files = _check_files(dataset, blocks, derivative, verified)
     kept = cast(list[tuple[Multihash, MetadataBlock]], blocks) if keep_blocks else []
     return Inspection(problems, kept, files, len(blocks))
