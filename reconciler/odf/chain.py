@@ -154,13 +154,14 @@ class ChainState:
             "system_time": block.system_time,
         }
         if isinstance(block, DataBlock):
-            return self._with(changes | _data_changes(self, block.step))
+            _data_changes(self, block.step, changes)
+            return self._with(changes)
         event = block.event
         match event:
             case models.Seed():
                 changes |= {"dataset_id": event.dataset_id, "kind": event.dataset_kind}
             case models.AddData() | models.ExecuteTransform():
-                changes |= _data_changes(self, DataStep.of(event))
+                _data_changes(self, DataStep.of(event), changes)
             case models.SetPollingSource():
                 changes["polling_source"] = event
             case models.DisablePollingSource():
@@ -197,8 +198,8 @@ class ChainState:
         return state
 
 
-def _data_changes(state: ChainState, step: DataStep) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
+def _data_changes(state: ChainState, step: DataStep, changes: dict[str, Any]) -> None:
+    """Add to ``changes`` what a data step changes in ``state``."""
     if step.new_data is not None:
         changes["last_offset"] = step.new_data.end
     changes["checkpoint"] = _new_checkpoint(step)
@@ -219,7 +220,6 @@ def _data_changes(state: ChainState, step: DataStep) -> dict[str, Any]:
             )
         changes["inputs"] = inputs
         changes["input_order"] = tuple(qi.dataset_id for qi in step.query_inputs)
-    return changes
 
 
 def _new_checkpoint(step: DataStep) -> Multihash | None:
