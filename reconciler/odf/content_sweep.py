@@ -158,18 +158,20 @@ class ContentSweep:
         cls, root: Path, *, files: bool = True, blocks: bool = True, threshold: int | None = None
     ) -> ContentSweep:
         """Fork the child when this machine has a second core and the folder holds
-        ``threshold`` block files or more and ``blocks`` are asked, or as many data and
-        checkpoint files and ``files`` are asked (not for a dataset whose files live in
-        a data store: they are checked there). ``threshold`` defaults to ``SWEEP_FROM``.
-        Without a child nothing is parsed or hashed ahead: the caller reads it all."""
+        ``threshold`` block files or more (``SWEEP_FROM`` by default), to parse them if
+        ``blocks`` are asked and to hash the data and checkpoint files if ``files`` are
+        (not for a dataset whose files live in a data store: they are checked there). A
+        block names at most two files, so the blocks tell whether the files are many
+        too, without listing them here. Without a child nothing is parsed or hashed
+        ahead: the caller reads it all."""
         limit = SWEEP_FROM if threshold is None else threshold
-        names = _names(f"{root}/blocks/") if blocks else []
-        if len(names) < limit:
-            names = []
-        sweep_files = files and _file_count(root) >= limit
+        names = _names(f"{root}/blocks/")
         alone = cls(root, None, None, [], 0, False)
-        if (os.cpu_count() or 1) < 2 or not (names or sweep_files):
+        if (os.cpu_count() or 1) < 2 or len(names) < limit or not (blocks or files):
             return alone
+        sweep_files = files
+        if not blocks:
+            names = []
         split = round(len(names) * CHILD_SHARE)
         try:
             read_end, write_end = os.pipe()
@@ -283,11 +285,3 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
         pieces.append(piece)
         size -= len(piece)
     return b"".join(pieces)
-
-
-def _file_count(root: Path) -> int:
-    count = 0
-    for folder in ("data", "checkpoints"):
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            count += len(os.listdir(root / folder))
-    return count

@@ -5,6 +5,10 @@ alive and hold no cycles; every few thousand allocations the collector walks the
 still alive, so the walks grow with the chain and cost more than the decoding they
 interrupt (measured: 44 µs a block with it, 24 µs without). Nothing made here can leak
 through a cycle, so the pause only saves that time; the collector runs as usual after.
+
+Whatever the pause made and is still alive when it ends is walked whole by the first
+collection after it (0.4 s for a chain of 100,000 blocks), so what is not kept should
+be freed before the pause ends.
 """
 
 from __future__ import annotations

@@ -90,22 +90,26 @@ def inspect_dataset(dataset: Dataset, keep_blocks: bool = False) -> Inspection:
     (``Dataset.iter_judged_blocks``), which is most of a long chain's cost, unless the
     caller asks to ``keep_blocks`` as models to use them after. On a long chain a forked
     child hashes the files and parses part of the blocks meanwhile (``content_sweep``).
+    The cycle collector is paused until the blocks not kept are freed (``gc_pause``).
     """
     with paused_gc():
-        sweep = ContentSweep.start(dataset.root, files=dataset.store.local, blocks=not keep_blocks)
-        try:
-            blocks: list[tuple[Multihash, MetadataBlock | DataBlock]]
-            if keep_blocks:  # models wanted: read here, while the child hashes the files
-                blocks = list(dataset.iter_blocks())
-            else:
-                blocks = list(dataset.iter_judged_blocks(parsed=sweep.blocks()))
-            blocks.reverse()
-            derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
-        except (ChainRuleError, RepositoryError, ValueError) as e:
-            sweep.files()
-            return Inspection([_chain_problem(e)], [])
-        verified = sweep.files()
-    problems, files = _check_files(dataset, blocks, derivative, verified)
+        return _inspect(dataset, keep_blocks)
+
+
+def _inspect(dataset: Dataset, keep_blocks: bool) -> Inspection:
+    sweep = ContentSweep.start(dataset.root, files=dataset.store.local, blocks=not keep_blocks)
+    try:
+        blocks: list[tuple[Multihash, MetadataBlock | DataBlock]]
+        if keep_blocks:  # models wanted: read here, while the child hashes the files
+            blocks = list(dataset.iter_blocks())
+        else:
+            blocks = list(dataset.iter_judged_blocks(parsed=sweep.blocks()))
+        blocks.reverse()
+        derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
+    except (ChainRuleError, RepositoryError, ValueError) as e:
+        sweep.files()
+        return Inspection([_chain_problem(e)], [])
+    problems, files = _check_files(dataset, blocks, derivative, sweep.files())
     kept = cast(list[tuple[Multihash, MetadataBlock]], blocks) if keep_blocks else []
     return Inspection(problems, kept, files, len(blocks))
 
