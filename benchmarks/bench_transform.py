@@ -1,12 +1,12 @@
 """Benchmark derivative transforms: the reconciler's run against plain Spark on the same data.
 
 Why: after roots, a scheduled reconcile spends its time running derivative queries. The
-question is what an ODF transform (reading the input's new slice in offset order, running
-the query, putting its output in a deterministic order, having a Spark task write it as
-one Parquet slice with its system columns, hashing it physically and logically as it
-writes, writing the watermark checkpoint and appending blocks) costs on top of the cheapest Spark
-job that runs the same SQL, over a view of the root's Parquet data file, written with
-``df.write.parquet`` in the same session.
+question is what an ODF transform (reading the input's new slice in offset order, in one
+partition, running the query, putting its output in a deterministic order, having a
+Spark task write it as one Parquet slice with its system columns, hashing it physically
+and logically as it writes, writing the watermark checkpoint and appending blocks) costs
+on top of the cheapest Spark job that runs the same SQL, over a view of the root's
+Parquet data file, written with ``df.write.parquet`` in the same session.
 
 Setup (timed, but not a result): a GitOps repository in a temporary folder with one root
 dataset of N readings (event_time, station: 100 values, temperature), ingested from one
@@ -19,8 +19,9 @@ and an aggregation per station and day. This is done twice, with a second copy o
 derivative in a second reconcile, and the better run is reported, as for the baselines.
 Each transform is timed alone by wrapping ``run_derivative`` as ``apply`` calls it; its
 parts are timed by wrapping the functions it calls (see ``Probe``). A second baseline
-sorts the rows by offset before the query, as the transform reads its input, to show
-what that order costs. Finally a reconcile with nothing new shows the no-op cost.
+sorts the rows by offset before the query, to show what a global sort would cost (the
+transform reads them in that order from one partition, without one). Finally a reconcile
+with nothing new shows the no-op cost.
 Each reconcile also prints the Python driver's peak resident memory (``ru_maxrss``; the
 JVM and Spark's Python workers are other processes), which the slice never enters.
 
@@ -277,7 +278,7 @@ def baselines(
     spark: Any, files: Sequence[Path], out: Path, offset: str
 ) -> dict[str, dict[str, tuple[float, int]]]:
     """Per query: plain ``spark.sql`` over a view of the files, and the same over the rows
-    in offset order (as the transform reads them), each written with ``df.write.parquet``.
+    sorted by offset (a global sort), each written with ``df.write.parquet``.
     The better of two runs; the rows written are counted afterwards, untimed."""
     results: dict[str, dict[str, tuple[float, int]]] = {}
     view = f"`{ROOT}`"
@@ -368,17 +369,17 @@ def main() -> None:
         print()
         print(
             "transform = run_derivative as apply calls it: find the new input slice in the "
-            "chains,\n  read it sorted by offset, run the query (and sort its output when the "
-            "query leaves\n  the order open, e.g. an aggregation), a Spark task writes the "
-            "Parquet slice with\n  its system columns and hashes it as it writes (physical "
-            "+ logical), writes the\n  checkpoint, moves files, appends the ExecuteTransform "
-            "(+ SetDataSchema) blocks; best of 2."
+            "chains,\n  read it in offset order in one partition, run the query (and sort its "
+            "output when\n  the query leaves the order open, e.g. an aggregation), a Spark task "
+            "writes the Parquet\n  slice with its system columns and hashes it as it "
+            "writes (physical + logical),\n  writes the checkpoint, moves files, appends the "
+            "ExecuteTransform (+ SetDataSchema)\n  blocks; best of 2."
         )
         print(
             "baseline  = spark.sql(query) over a view of the root's Parquet file, "
             ".write.parquet(tmp); best of 2.\n"
-            "sorted    = the same over the rows ordered by offset first, as the transform "
-            "reads them; best of 2."
+            "sorted    = the same over the rows sorted by offset first (a global sort); "
+            "best of 2."
         )
         print()
         header = f"{'':26s}{'seconds':>9s}{'input rows/s':>14s}{'rows out':>11s}{'x baseline':>12s}"
@@ -445,8 +446,8 @@ def _total(probes: Mapping[str, Probe], d: str) -> float:
 
 
 def _stage_rest(probe: Probe, d: str) -> float:
-    """What ``stage_transform`` spends outside the probed parts: the output schema (a
-    plan with no rows) and the block."""
+    """What ``stage_transform`` spends outside the probed parts: checking and ordering
+    the output (Spark plans it), its schema, and the block."""
     parts = ("input_frame", "analyse", "write_slice", "checkpoint")
     return probe.get(d, "stage") - sum(probe.get(d, k) for k in parts)
 
@@ -465,7 +466,7 @@ PARTS: list[tuple[str, Callable[[Probe, str], float]]] = [
     ("has_work", _part("has_work")),
     ("build input frame (lazy)", _part("input_frame")),
     ("analyse + sandbox query", _part("analyse")),
-    ("output schema (no rows), other", _stage_rest),
+    ("order the output, schema, other", _stage_rest),
     ("Spark job: query, write + hash slice", _part("write_slice")),
     ("checkpoint (JSON)", _part("checkpoint")),
     ("commit: move files, append blocks", _part("commit")),

@@ -1,11 +1,13 @@
 """Run a derivative's SQL over its inputs' new slices and stage the result (§2).
 
-Each input is a view under its alias holding only its unconsumed rows, in offset order.
-The query's output keeps its own row order: offsets follow it, ``op`` passes through when
-the query selects it (so retractions and corrections flow through a map or a filter) and
-is 0 otherwise, and ``system_time`` is the run's. Columns are ``offset, op, system_time``
-and then the query's, as the Spark engine writes them. A Spark task writes the slice
-(``engine.write_slices``); the driver hashes the file by streaming it.
+Each input is a view under its alias holding only its unconsumed rows, in one partition
+in offset order (``engine.stored_rows.rows_in_one_partition``: what makes the result
+the same however Spark partitions the work). The query's output keeps its own row
+order: offsets follow it, ``op`` passes through when the query selects it (so
+retractions and corrections flow through a map or a filter) and is 0 otherwise, and
+``system_time`` is the run's. Columns are ``offset, op, system_time`` and then the
+query's, as the Spark engine writes them. A Spark task writes the slice and hashes it as
+it writes (``engine.write_slices``).
 
 The first run records the output's schema (a ``SetDataSchema`` before the
 ``ExecuteTransform``), even over inputs with no data yet. A later output with new
@@ -27,10 +29,11 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import IntegerType, IntegralType
 
 from ..engine.query_check import QueryError, apply_transform
-from ..engine.stored_rows import stored_rows
+from ..engine.stored_rows import rows_in_one_partition
 from ..engine.write_slices import write_frame
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..ingest.frames import column, is_time, normalize_timestamps
@@ -92,7 +95,11 @@ def stage_transform(
         where = f" (line {e.line})" if e.line else ""
         raise TransformError(f"query failed{where}: {e.message}") from None
     output = deterministic_order(_checked_output(output, vocab), vocab)
-    collected = output.limit(0).toArrow().schema  # the types collecting would give
+    # The Arrow types collecting the rows would give, derived as ``DataFrame.toArrow``
+    # derives them from the Spark schema: no Spark query runs for this.
+    collected = to_arrow_schema(
+        output.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
+    )
     staged = Staged(head=state.head)
     schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
     slice_schema = _slice_schema(collected, output, vocab, schema)
@@ -124,12 +131,13 @@ def stage_transform(
 
 
 def _input_frame(spark: SparkSession, source: InputSlice) -> DataFrame:
-    """The input's unconsumed rows in offset order, typed by its SetDataSchema."""
+    """The input's unconsumed rows in one partition in offset order, typed by its
+    SetDataSchema."""
     assert source.schema is not None
     interval = source.interval
     files = source.data_files if interval is not None else []
     offset_column = source.dataset.state().vocabulary().offset_column
-    return stored_rows(spark, source.schema, files, offset_column, interval)
+    return rows_in_one_partition(spark, source.schema, files, offset_column, interval)
 
 
 def _checked_output(output: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:
