@@ -12,6 +12,7 @@ Why: ingest is what a scheduled reconcile spends its time on. Two questions matt
 
 Usage: python benchmarks/bench_ingest.py [--rows 1000000] [--batch 20000] [--rounds 50]
                                          [--repeat 3]
+(``--rounds 0`` times the full ingests only.)
 Prints figures only; asserts nothing.
 """
 
@@ -28,10 +29,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reconciler.engine.session import SparkSettings, get_spark
+from reconciler.ingest.checkpoints import MIN_LAYER_ROWS
 from reconciler.ingest.pull import IngestContext, pull_polling
 from reconciler.odf import DatasetId, Timestamp, models
 from reconciler.odf.repository import OdfRepository
@@ -98,11 +101,20 @@ def timed_pull(root: Path, name: str, context: IngestContext) -> tuple[float, in
     return time.perf_counter() - start, result.rows, peak_mb()
 
 
+def checkpoint_rows(root: Path, name: str) -> int:
+    """How many rows the last run wrote to the dataset's checkpoint file: a Ledger run
+    writing more than its own keys merged earlier layers into it."""
+    dataset = OdfRepository(root / "odf").dataset(name)
+    checkpoint = dataset.state().checkpoint
+    assert checkpoint is not None
+    return pq.read_metadata(dataset.layout.checkpoint_file(checkpoint)).num_rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=50, help="0 skips the 1st vs Nth runs")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many full runs")
     args = parser.parse_args()
     spark = get_spark(SparkSettings.load(Path(__file__).resolve().parents[1]))
@@ -118,29 +130,29 @@ def main() -> None:
             f" load average {os.getloadavg()[0]:.1f}"
         )
 
-        # The best of --repeat runs: the first also warms up the JVM's code paths.
-        runs = []
+        # The best of --repeat runs of each. A repeat runs the baseline and then every
+        # strategy (each into a new dataset), so that a load that comes and goes on a
+        # shared machine weighs on both sides of the ratios alike; the first repeat also
+        # pays for warming up the JVM's code paths.
+        baselines: list[float] = []
+        pulls: dict[str, list[tuple[float, int, float]]] = {label: [] for label in MERGES}
         for attempt in range(args.repeat):
             start = time.perf_counter()
-            out = work / f"baseline-{attempt}.parquet"
             frame = spark.read.schema(", ".join(SCHEMA)).csv(str(big), header=True)
-            frame.write.parquet(str(out))
-            runs.append(time.perf_counter() - start)
-        baseline = min(runs)
-        rate = args.rows / baseline
-        print(
-            f"baseline spark.read.csv().write.parquet(): {baseline:.2f} s ({rate:,.0f} rows/s)"
-            f" (runs: {', '.join(f'{s:.2f} s' for s in runs)}); {load()}"
-        )
-        # Like the baseline, the best of --repeat runs (each into a new dataset); the first
-        # run of the first strategy also pays for warming up the JVM's code paths.
-        for label, merge in MERGES.items():
-            runs = []
-            for attempt in range(args.repeat):
+            frame.write.parquet(str(work / f"baseline-{attempt}.parquet"))
+            baselines.append(time.perf_counter() - start)
+            for label, merge in MERGES.items():
                 root = work / f"full-{label}-{attempt}"
                 root.mkdir()
                 new_dataset(root, label, str(big), merge)
-                runs.append(timed_pull(root, label, context))
+                pulls[label].append(timed_pull(root, label, context))
+        baseline = min(baselines)
+        rate = args.rows / baseline
+        print(
+            f"baseline spark.read.csv().write.parquet(): {baseline:.2f} s ({rate:,.0f} rows/s)"
+            f" (runs: {', '.join(f'{s:.2f} s' for s in baselines)}); {load()}"
+        )
+        for label, runs in pulls.items():
             seconds, rows, _ = min(runs)
             print(
                 f"{label:8s} ingest: {seconds:.2f} s ({rows / seconds:,.0f} rows/s), "
@@ -151,12 +163,14 @@ def main() -> None:
                 + f"; {load()}"
             )
 
+        if args.rounds == 0:
+            return
         print(f"\n1st vs {args.rounds}th ingest of {args.batch:,} new rows; {load()}")
         for label, merge in MERGES.items():
             root = work / f"rounds-{label}"
             (root / "in").mkdir(parents=True)
             new_dataset(root, label, str(root / "in" / "*.csv"), merge)
-            times, peaks = [], []
+            times, peaks, merges = [], [], []
             for i in range(args.rounds):
                 if label == "Snapshot":
                     ids = np.arange(args.batch)  # same keys, new values: state stays the same size
@@ -166,6 +180,8 @@ def main() -> None:
                 seconds, _, peak = timed_pull(root, label, context)
                 times.append(seconds)
                 peaks.append(peak)
+                if label == "Ledger" and (written := checkpoint_rows(root, label)) > MIN_LAYER_ROWS:
+                    merges.append(f"{i + 1} ({written:,} keys)")
             first, second, last = times[0], times[1], times[-1]
             n = args.rounds
             print(
@@ -173,6 +189,17 @@ def main() -> None:
                 f" {n}th/1st = {last / first:.2f}, {n}th/2nd = {last / second:.2f};"
                 f" driver peak RSS per run up to {max(peaks):.0f} MB; {load()}"
             )
+            if n >= 20:  # a merging run costs more than others: the mean over ten runs too
+                late, early = np.mean(times[-10:]), np.mean(times[1:11])
+                print(
+                    f"{'':8s} mean of runs {n - 9}-{n} {late:.2f} s, of runs 2-11 {early:.2f} s:"
+                    f" {late / early:.2f}"
+                )
+            if merges:
+                print(
+                    f"{'':8s} runs merging layers of over {MIN_LAYER_ROWS:,} keys into their"
+                    f" checkpoint: {', '.join(merges)}"
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -7,10 +7,17 @@ by its physical hash and referenced from the block like any checkpoint, holding 
 of primary keys seen (Ledger) or the projected current state (Snapshot: each key's
 latest row, retracted keys removed). The next run reads only that.
 
-A checkpoint is tagged with the strategy and key it was made for. When it is missing or
-was made for another strategy or key (a chain written by kamu, or a merge strategy that
-changed), it is rebuilt once from the full history with the same projection kamu uses,
-so the result never depends on whether a checkpoint existed.
+A Ledger checkpoint is layered, so that a run writes what it adds, not the whole key
+set again: its file holds some keys and names, in its metadata, the earlier checkpoints
+(layers) holding the rest, each one a checkpoint an earlier block committed, so the
+store stays append-only and a head never reaches a missing object. Layers are merged
+like an LSM tree's (``write_keys_checkpoint``): O(log n) of them, each key rewritten
+O(log n) times. A checkpoint naming no layers (every one before layering) holds all.
+
+A checkpoint is tagged with the strategy and key it was made for. When it or one of its
+layers is missing or was made for another strategy or key (a chain written by kamu, or
+a merge strategy that changed), it is rebuilt once from the full history with the same
+projection kamu uses, so the result never depends on whether a checkpoint existed.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from ..engine.stored_rows import stored_rows
 from ..engine.write_slices import write_frame, write_tables
 from ..odf import models
 from ..odf.chain import ChainState
+from ..odf.multiformat import Multihash
 from ..odf.repository import Dataset
 from ..odf.slices import WrittenFile, normalize_type, write_parquet
 from .frames import column
@@ -36,6 +44,12 @@ from .merge import Op
 
 CHECKPOINT_KIND = "checkpoint"
 _TAG_KEY = b"odf-reconciler.checkpoint"
+_LAYERS_KEY = b"odf-reconciler.layers"
+
+MIN_LAYER_ROWS = 1 << 16
+"""A layer of at most this many keys is always merged into the next checkpoint: copying
+it costs less than what one more file costs every later run (a footer to read, an
+object to fetch, a file for Spark to open), and a small dataset keeps a single file."""
 
 
 def tag(merge: models.MergeStrategy) -> str | None:
@@ -64,22 +78,53 @@ def write_checkpoint_frame(
     return written[0]
 
 
+@dataclass(frozen=True)
+class Layer:
+    """A committed checkpoint file: the whole of a Snapshot's state, or one layer of a
+    Ledger's keys."""
+
+    hash: Multihash
+    rows: int
+    path: Path
+
+
 def write_keys_checkpoint(
-    sources: Sequence[Path], merge: models.MergeStrategyLedger, path: Path
+    layers: Sequence[Layer], sources: Sequence[Path], merge: models.MergeStrategyLedger, path: Path
 ) -> WrittenFile:
-    """A Ledger checkpoint holding the keys of ``sources`` (the previous checkpoint,
-    then the new slice), in that order, typed as the first one holds them. The keys are
-    copied from file to file a row group at a time, in the driver: a Spark job would
-    cost more than the copy, on every run, as the set of keys grows."""
+    """A Ledger checkpoint: the keys of ``sources`` (files no block names: the keys
+    rebuilt from history, then the new slice's) as a new layer over the committed
+    ``layers``, typed as the slice holds them.
+
+    The top layers are merged into the new one while each holds no more keys than it
+    does so far, or at most ``MIN_LAYER_ROWS``: a binary counter's carry, so layers grow
+    geometrically downwards (O(log n) of them) and a key is copied O(log n) times, where
+    copying the whole set on every run cost O(n) each time. The layers left are named
+    in the file's metadata, oldest first; its keys are the merged layers', oldest first,
+    then the sources'. They are copied a row group at a time, in the driver: a Spark job
+    would cost more than the copy."""
     label = tag(merge)
     assert label is not None
-    first = pq.read_schema(sources[0])
-    fields = [first.field(k).with_nullable(True) for k in merge.primary_key]
-    schema = pa.schema(fields, metadata={_TAG_KEY: label.encode()})
-    written = write_tables(_row_groups(sources, merge.primary_key), path, schema)
+    kept = _kept(layers, sum(pq.read_metadata(source).num_rows for source in sources))
+    merged = [layer.path for layer in layers[len(kept) :]]
+    typed = pq.read_schema(sources[-1])
+    fields = [typed.field(k).with_nullable(True) for k in merge.primary_key]
+    metadata = {_TAG_KEY: label.encode()}
+    if kept:
+        metadata[_LAYERS_KEY] = json.dumps([layer.hash for layer in kept]).encode()
+    schema = pa.schema(fields, metadata=metadata)
+    written = write_tables(_row_groups([*merged, *sources], merge.primary_key), path, schema)
     if written is None:
         return write_parquet(schema.empty_table(), path)
     return written[0]
+
+
+def _kept(layers: Sequence[Layer], rows: int) -> Sequence[Layer]:
+    """The bottom layers a new layer of ``rows`` keys leaves as they are."""
+    keep = len(layers)
+    while keep and layers[keep - 1].rows <= max(rows, MIN_LAYER_ROWS):
+        keep -= 1
+        rows += layers[keep].rows
+    return layers[:keep]
 
 
 def _row_groups(sources: Sequence[Path], columns: list[str]) -> Iterator[pa.Table]:
@@ -92,25 +137,14 @@ def _row_groups(sources: Sequence[Path], columns: list[str]) -> Iterator[pa.Tabl
             parquet.close()
 
 
-def _tag_of(path: Path) -> str | None:
-    metadata = pq.read_schema(path).metadata or {}
-    value = metadata.get(_TAG_KEY)
-    return value.decode() if value is not None else None
-
-
 @dataclass(frozen=True)
 class Previous:
     """The keys or state a merge compares against."""
 
     frame: DataFrame
-    path: Path | None
-    """The checkpoint file it was read from; None when rebuilt from history."""
-
-    def table(self) -> pa.Table:
-        """The same rows as Arrow, read from the file directly when there is one."""
-        if self.path is not None:
-            return pq.read_table(self.path).replace_schema_metadata(None)
-        return self.frame.toArrow()
+    layers: tuple[Layer, ...]
+    """The checkpoint files it was read from, oldest first; none when rebuilt from
+    history (no committed file holds it then)."""
 
 
 def previous_checkpoint(
@@ -120,15 +154,48 @@ def previous_checkpoint(
     merge: models.MergeStrategy,
     vocab: models.DatasetVocabulary,
 ) -> Previous | None:
-    """The keys or state the merge compares against, or None before the first data."""
+    """The keys or state the merge compares against, or None before the first data:
+    one Spark read over every layer of the last checkpoint."""
     wanted = tag(merge)
     if wanted is None or state.last_offset is None:
         return None
-    if state.checkpoint is not None:
-        path = dataset.layout.checkpoint_file(state.checkpoint)
-        if path.exists() and _tag_of(path) == wanted:
-            return Previous(spark.read.parquet(str(path)), path)
-    return Previous(_rebuild(spark, dataset, state, merge, vocab), None)
+    layers = _layers(dataset, state.checkpoint, wanted) if state.checkpoint else None
+    if layers is not None:
+        return Previous(spark.read.parquet(*[str(layer.path) for layer in layers]), layers)
+    return Previous(_rebuild(spark, dataset, state, merge, vocab), ())
+
+
+def _layers(dataset: Dataset, top: Multihash, wanted: str) -> tuple[Layer, ...] | None:
+    """The files of checkpoint ``top``: the layers its metadata names, then itself; None
+    when one is missing or was made for another strategy or key."""
+    opened = _layer(dataset, top, wanted)
+    if opened is None:
+        return None
+    top_layer, names = opened
+    try:
+        below = [Multihash.parse(name) for name in json.loads(names)]
+    except (TypeError, ValueError):
+        return None
+    layers = []
+    for hash_ in below:
+        lower = _layer(dataset, hash_, wanted)
+        if lower is None:
+            return None
+        layers.append(lower[0])
+    return (*layers, top_layer)
+
+
+def _layer(dataset: Dataset, hash_: Multihash, wanted: str) -> tuple[Layer, bytes] | None:
+    """Checkpoint ``hash_`` (fetched if the store is remote) and the JSON list of the
+    layers under it, or None when it is missing or its tag is not ``wanted``."""
+    path = dataset.layout.checkpoint_file(hash_)
+    if not path.exists():
+        return None
+    footer = pq.read_metadata(path)
+    metadata = footer.metadata or {}
+    if metadata.get(_TAG_KEY) != wanted.encode():
+        return None
+    return Layer(hash_, footer.num_rows, path), metadata.get(_LAYERS_KEY, b"[]")
 
 
 def _rebuild(

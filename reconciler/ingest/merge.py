@@ -90,19 +90,33 @@ def merge_ledger(
     event_column: str,
 ) -> Merged:
     """New rows whose key was never seen are appended; the others are dropped (a ledger
-    does not change its past)."""
+    does not change its past).
+
+    The seen keys are first narrowed to those among the new rows' keys (a semi join, in
+    which Spark hashes the batch's keys, when they are small enough to broadcast, and
+    streams the history through them), and only those few are matched against the new
+    rows. A plain anti join would hash the whole history instead (broadcast while it
+    is small, shuffled past that) on every run, a cost that grows with the history."""
+    pk = strategy.primary_key
     names = data_columns(new)
-    _require(names, strategy.primary_key, "primary key")
+    _require(names, pk, "primary key")
     fresh = new
     if keys is not None:
-        seen = keys.select(
-            *[column(k).alias(f"__k{i}") for i, k in enumerate(strategy.primary_key)]
+        seen = keys.select(*[column(k).alias(f"__k{i}") for i, k in enumerate(pk)])
+        batch = new.select(*[column(k).alias(f"__n{i}") for i, k in enumerate(pk)])
+        hits = seen.join(
+            batch,
+            _keys_match(
+                [seen[f"__k{i}"] for i in range(len(pk))],
+                [batch[f"__n{i}"] for i in range(len(pk))],
+            ),
+            "left_semi",
         )
-        condition = _keys_match(
-            [column(k) for k in strategy.primary_key],
-            [seen[f"__k{i}"] for i in range(len(strategy.primary_key))],
+        fresh = new.join(
+            hits,
+            _keys_match([column(k) for k in pk], [hits[f"__k{i}"] for i in range(len(pk))]),
+            "left_anti",
         )
-        fresh = new.join(seen, condition, "left_anti")
     changes = fresh.select(_op(Op.APPEND, op_column), *[column(c) for c in names], F.col(ROW_ID))
     return Merged(changes, _by_event_time(event_column))
 

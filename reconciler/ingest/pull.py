@@ -28,7 +28,7 @@ from ..odf.timestamps import Timestamp
 from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocess
-from .readers import read_data, spark_schema
+from .readers import ReadError, read_data, spark_schema
 from .writer import SliceRequest, all_or_nothing, commit, stage
 
 
@@ -147,24 +147,31 @@ def _ingest_file(
     context.progress("read")
     spark = context.spark()
     schema = source.read.schema_
-    with read_data(spark, source.read, path, work) as frame:
-        if frame is not None:
-            transform = source.preprocess
-            frame = preprocess(spark, frame, transform, state.vocabulary(), bool(schema))
-        request = SliceRequest(
-            frame=frame,
-            merge=source.merge,
-            system_time=system_time,
-            source_state=fetched.source_state,
-            source_event_time=fetched.source_event_time,
-            required=frozenset(f.name for f in spark_schema(schema or []) if not f.nullable),
-            schema_may_grow=bool(schema),
-        )
-        context.progress("merge")
-        try:
-            staged = stage(spark, dataset, state, request, work)
-        except IncompatibleSchemaError as e:
-            raise IncompatibleSchemaError(f"{fetched.origin}: {e}") from None
+    transform = source.preprocess
+    # Without a preprocess query the slice write computes every row read, so the read
+    # check can ride along in it (one pass over the file, no cache); a query might filter
+    # or limit the rows and never meet a bad record, so its input is checked first.
+    try:
+        with read_data(spark, source.read, path, work, deferred=transform is None) as frame:
+            if frame is not None:
+                frame = preprocess(spark, frame, transform, state.vocabulary(), bool(schema))
+            request = SliceRequest(
+                frame=frame,
+                merge=source.merge,
+                system_time=system_time,
+                source_state=fetched.source_state,
+                source_event_time=fetched.source_event_time,
+                required=frozenset(f.name for f in spark_schema(schema or []) if not f.nullable),
+                schema_may_grow=bool(schema),
+            )
+            context.progress("merge")
+            try:
+                staged = stage(spark, dataset, state, request, work)
+            except IncompatibleSchemaError as e:
+                raise IncompatibleSchemaError(f"{fetched.origin}: {e}") from None
+    except ReadError:
+        context.progress("read")  # a deferred check fails in the merge; it is a read failure
+        raise
     size = staged.slice.size if staged.slice is not None else 0
     context.progress("commit")
     return commit(dataset, staged, system_time), staged.rows, size

@@ -10,8 +10,8 @@ hashed into the chain forever:
 
 * **Malformed records fail the read; they are never dropped or nulled.** Spark's
   PERMISSIVE mode turns a bad row into nulls (and FAILFAST stops with no location), so
-  every text read carries a corrupt-record column, the DataFrame is cached and checked
-  before ``read_data`` returns, and a ReadError names the file, the line, the text and
+  every text read carries a corrupt-record column, checked before the data is used (or,
+  ``deferred``, as it is used), and a ReadError names the file, the line, the text and
   the reason of every bad record, up to ``SHOWN`` of them, and counts the rest. Under
   ANSI mode Spark still does this for a CSV ``abc`` in an INT column, a wrong number of
   CSV fields, a JSON ``1.5`` or ``"x"`` for an INT and unparsable JSON: the row is kept
@@ -35,6 +35,8 @@ reader would rename them ``a0``/``A1``).
 checked data, which it releases on exit. (The cache holds the corrupt-record column the
 DataFrame hides, so unpersisting the DataFrame itself would release nothing: Spark
 uncaches only a plan equal to the cached one, never the plan it is projected from.)
+An ingest defers the check to the query that writes the slice instead, which then
+parses the file once and caches nothing; the ReadError is raised as the block ends.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -174,27 +178,55 @@ def _data_type(text: str) -> DataType:
 
 @contextmanager
 def read_data(
-    spark: SparkSession, step: models.ReadStep, path: Path | None, workdir: Path
+    spark: SparkSession,
+    step: models.ReadStep,
+    path: Path | None,
+    workdir: Path,
+    *,
+    deferred: bool = False,
 ) -> Iterator[DataFrame | None]:
-    """Read ``path`` as ``step`` says, eagerly checked (see the module docstring), and
-    give the data for the ``with`` block; its cache is released when the block ends.
+    """Read ``path`` as ``step`` says, checked (see the module docstring), and give the
+    data for the ``with`` block.
+
+    By default the check is a pass of its own before the block, which caches the data
+    for the block and releases it when the block ends. With ``deferred`` the check runs
+    in the block's own query instead, so the file is parsed once and nothing is cached
+    (a whole ingest is then one pass over the input, like a plain ``spark.read``): a
+    malformed record, or a NULL in a NOT NULL column, fails the Spark job that meets
+    it, and a Spark failure in the block has the input checked, which raises the same
+    ReadError the eager check gives (any other failure is raised as it is). Deferring is
+    only sound when the block computes every row read before it commits anything, as a
+    slice write does (a query with a LIMIT or a filter might never meet the bad record),
+    and the data must not be used after the block.
 
     A missing or empty input gives an empty DataFrame of the read schema, or None when
     the step has no schema (§1.1 step 4). Files rewritten to NDJSON are written under
     ``workdir``; keep it until the DataFrame is no longer used.
     """
-    cached = _read(spark, step, path, workdir)
-    try:
-        yield None if cached is None else cached.drop(CORRUPT)
-    finally:
-        if cached is not None:
+    read = _read(spark, step, path, workdir)
+    if read is None:
+        yield None
+    elif deferred:
+        try:
+            yield _guarded(read).drop(CORRUPT)
+        except _SPARK_ERRORS:
+            try:
+                _checked(read).unpersist()
+            except ReadError as problem:  # the input's fault: say what is wrong with it
+                raise problem from None
+            raise
+    else:
+        cached = _checked(read)
+        try:
+            yield cached.drop(CORRUPT)
+        finally:
             cached.unpersist()
 
 
 def _read(
     spark: SparkSession, step: models.ReadStep, path: Path | None, workdir: Path
-) -> DataFrame | None:
-    """The cached, checked data, with the corrupt-record column if it was read with one."""
+) -> _Unchecked | None:
+    """The data as read, not yet checked, or None (no schema and no data)."""
     schema = spark_schema(step.schema_) if step.schema_ else None
     csv_options = _csv_options(step) if isinstance(step, models.ReadStepCsv) else {}
     if path is None or not path.exists() or path.stat().st_size == 0:
@@ -250,10 +282,24 @@ class _Source:
     label: Callable[[int], str] = "line {}".format
 
 
-def _empty(spark: SparkSession, schema: StructType | None) -> DataFrame | None:
+@dataclass(frozen=True)
+class _Unchecked:
+    """Data as Spark reads it, and what checking it takes."""
+
+    frame: DataFrame
+    """With the corrupt-record column when ``corrupt``."""
+    source: _Source | None
+    """Where the records come from; None for a missing or empty input (nothing to check)."""
+    required: Sequence[str] = ()
+    """The NOT NULL columns."""
+    corrupt: bool = False
+    explain: _Explain | None = None
+
+
+def _empty(spark: SparkSession, schema: StructType | None) -> _Unchecked | None:
     if schema is None:
         return None
-    return spark.createDataFrame([], as_read(schema))
+    return _Unchecked(spark.createDataFrame([], as_read(schema)), None)
 
 
 def _with_corrupt(schema: StructType) -> StructType:
@@ -342,7 +388,7 @@ def _read_csv(
     options: dict[str, str],
     infer: bool,
     schema: StructType | None,
-) -> DataFrame | None:
+) -> _Unchecked | None:
     header = {"header": str(source.header).lower()}
     declared = schema is not None
     if schema is None:
@@ -352,7 +398,7 @@ def _read_csv(
     width = "the schema" if declared else "the header" if source.header else "the first record"
     frame = _load(spark, "csv", options | header | _permissive(), _with_corrupt(schema), source)
     explain = _csv_explainer(options, schema, width)
-    return _checked(frame, source, _required(schema), corrupt=True, explain=explain)
+    return _Unchecked(frame, source, _required(schema), corrupt=True, explain=explain)
 
 
 def _csv_inferred(
@@ -443,7 +489,7 @@ def _json_options(
 
 def _read_ndjson(
     spark: SparkSession, source: _Source, options: dict[str, str], schema: StructType | None
-) -> DataFrame | None:
+) -> _Unchecked | None:
     options = options | _permissive()
     if schema is None:
         inferred = _load(spark, "json", options, None, source).schema
@@ -453,7 +499,7 @@ def _read_ndjson(
     frame = _load(spark, "json", options, _with_corrupt(schema), source)
     partial = (spark.conf.get(_JSON_PARTIAL, "true") or "").lower() == "true"
     explain = _json_explainer(schema, columns=partial)
-    return _checked(frame, source, _required(schema), corrupt=True, explain=explain)
+    return _Unchecked(frame, source, _required(schema), corrupt=True, explain=explain)
 
 
 def _json_explainer(schema: StructType, *, columns: bool) -> _Explain:
@@ -494,7 +540,7 @@ def _read_json(
     path: Path,
     workdir: Path,
     schema: StructType | None,
-) -> DataFrame | None:
+) -> _Unchecked | None:
     """The array at ``subPath`` (kamu ``readers/json.rs``): each element one record. As
     in kamu, without ``subPath`` the document itself must be an array; a lone object is
     "Sub-path does not specify an array: ." rather than one record."""
@@ -527,7 +573,7 @@ def _read_json(
 
 def _read_ndgeojson(
     spark: SparkSession, path: Path, workdir: Path, schema: StructType | None
-) -> DataFrame | None:
+) -> _Unchecked | None:
     lines: list[int] = []
 
     def convert(source: Path, out: Any) -> int:
@@ -548,7 +594,7 @@ def _read_converted(
     convert: Callable[[Path, Any], int],
     label: Callable[[int], str],
     options: dict[str, str] | None = None,
-) -> DataFrame | None:
+) -> _Unchecked | None:
     """Rewrite ``path`` as NDJSON in ``workdir`` with ``convert`` and read that; the
     ``label`` of a rewritten line is where it came from (``feature 2``)."""
     handle, name = tempfile.mkstemp(prefix=f"{path.stem}-", suffix=".ndjson", dir=workdir)
@@ -569,7 +615,7 @@ def _read_converted(
 # ------------------------------------------------------------------------------ parquet
 
 
-def _read_parquet(spark: SparkSession, source: _Source, schema: StructType | None) -> DataFrame:
+def _read_parquet(spark: SparkSession, source: _Source, schema: StructType | None) -> _Unchecked:
     """The file's columns, or with a schema those columns (by exact name) cast to it."""
     frame = _load(spark, "parquet", {}, None, source)
     if schema is not None:
@@ -581,7 +627,7 @@ def _read_parquet(spark: SparkSession, source: _Source, schema: StructType | Non
                 path=source.path,
             )
         frame = frame.select(*[_col(f.name).cast(f.dataType).alias(f.name) for f in schema])
-    return _checked(frame, source, _required(schema), corrupt=False)
+    return _Unchecked(frame, source, _required(schema))
 
 
 # ------------------------------------------------------------------------ spark & checks
@@ -617,31 +663,28 @@ def _run(source: _Source, action: Callable[[], T]) -> T:
         raise ReadError(f"{source.path}: {message}", path=source.path) from None
 
 
-def _checked(
-    frame: DataFrame,
-    source: _Source,
-    required: Sequence[str],
-    *,
-    corrupt: bool,
-    explain: _Explain | None = None,
-) -> DataFrame:
-    """Cache ``frame`` and check it in one pass: no malformed record, no null in a NOT
+def _checked(read: _Unchecked) -> DataFrame:
+    """Cache the data and check it in one pass: no malformed record, no null in a NOT
     NULL column. The first ``SHOWN`` malformed records are collected with their parsed
     columns (as strings), from which ``explain`` tells why each failed. Returns the
     cached frame itself, the corrupt-record column included: ``read_data`` hides it and
     unpersists this."""
-    frame = frame.cache()
-    checks = [F.count_if(_col(CORRUPT).isNotNull())] if corrupt else [F.lit(0)]
-    checks += [F.count_if(_col(name).isNull()) for name in required]
+    if read.source is None:
+        return read.frame
+    source = read.source
+    frame = read.frame.cache()
+    checks = [F.count_if(_col(CORRUPT).isNotNull())] if read.corrupt else [F.lit(0)]
+    checks += [F.count_if(_col(name).isNull()) for name in read.required]
     try:
         counts = _run(source, lambda: frame.agg(*checks).first())
         if counts[0]:
             parsed = [_col(c).cast("string") for c in frame.columns if c != CORRUPT]
             bad = frame.where(_col(CORRUPT).isNotNull()).select(_col(CORRUPT), *parsed)
             found = _run(source, lambda: bad.limit(SHOWN).collect())
+            explain = read.explain
             records = [(r[0], explain(r[0], r[1:]) if explain else None) for r in found]
             raise _malformed(source, counts[0], records)
-        nulls = [(n, c) for n, c in zip(required, counts[1:], strict=True) if c]
+        nulls = [(n, c) for n, c in zip(read.required, counts[1:], strict=True) if c]
         if nulls:
             raise ReadError(
                 "\n".join(
@@ -655,6 +698,21 @@ def _checked(
         frame.unpersist()
         raise
     return frame
+
+
+def _guarded(read: _Unchecked) -> DataFrame:
+    """The data with the check folded into it: a job that computes a malformed record, or
+    a NULL in a NOT NULL column, fails (its message is Spark's, hence the recheck of
+    ``read_data``). The filter keeps every row and sits on the scan, below anything a
+    query adds; referencing the corrupt-record column also keeps Spark's CSV reader from
+    skipping the columns the query does not use, so every field is still parsed."""
+    bad = [_col(CORRUPT).isNotNull()] if read.corrupt else []
+    bad += [_col(name).isNull() for name in read.required]
+    if read.source is None or not bad:
+        return read.frame
+    message = f"{read.source.path}: a malformed record or a NULL in a NOT NULL column"
+    failure = F.raise_error(F.lit(message))
+    return read.frame.where(F.when(reduce(or_, bad), failure).otherwise(F.lit(True)))
 
 
 def _malformed(source: _Source, count: int, records: Sequence[tuple[str, str | None]]) -> ReadError:

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
-from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from pyspark.sql.types import DataType, DateType, TimestampType
 
 from ..engine.write_slices import sorted_in_one_partition, write_frame
@@ -129,6 +129,8 @@ def stage(
                 checkpoint = models.Checkpoint(
                     physical_hash=written_checkpoint.physical_hash, size=written_checkpoint.size
                 )
+            else:  # a merge that keeps none (Append): the old one lacks this slice's rows
+                checkpoint = None
     staged.data_event = _add_data(state, staged, checkpoint, watermark, request.source_state)
     return staged
 
@@ -150,9 +152,15 @@ def _kept(frame: DataFrame, merge: models.MergeStrategy) -> Iterator[None]:
 
 
 def _carried_checkpoint(dataset: Dataset, state: ChainState) -> models.Checkpoint | None:
+    """The last checkpoint, which the next block names again unless the run replaces
+    it or adds data under a merge that keeps none; none when its file is gone (pruned,
+    or never copied from kamu): a block must not name a missing object, and a run that
+    needs it rebuilds it from history."""
     if state.checkpoint is None:
         return None
     path = dataset.layout.checkpoint_file(state.checkpoint)
+    if not path.exists():
+        return None
     return models.Checkpoint(physical_hash=state.checkpoint, size=path.stat().st_size)
 
 
@@ -264,8 +272,12 @@ def _merge_and_write(
         F.coalesce(column(event), fallback).alias(event),
         *[column(c) for c in names],
     )
-    # The Arrow types collecting the rows would give (no rows are computed for this).
-    schema = _slice_arrow_schema(rows.limit(0).toArrow().schema, vocab, request, grown)
+    # The Arrow types collecting the rows would give, from the Spark schema as
+    # ``DataFrame.toArrow`` derives them (no Spark query runs for this).
+    arrow = to_arrow_schema(
+        rows.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
+    )
+    schema = _slice_arrow_schema(arrow, vocab, request, grown)
     result = write_frame(
         rows,
         workdir / "slice.parquet",
@@ -299,15 +311,17 @@ def _next_checkpoint(
     written: WrittenFile,
     workdir: Path,
 ) -> WrittenFile | None:
-    """What the next run needs from history: keys (Ledger: the previous keys, then the
-    slice's, copied from the files) or current state (Snapshot, written by Spark). A
-    slice with no rows changes neither, and the block carries the old one."""
+    """What the next run needs from history: keys (Ledger: the slice's as a new layer
+    over the previous checkpoint's, or over none after the keys rebuilt from history,
+    copied from the files) or current state (Snapshot, written by Spark). A slice with
+    no rows changes neither, and the block carries the old one."""
     path = workdir / "checkpoint.parquet"
     if isinstance(merge, models.MergeStrategyLedger):
         sources = [written.path]
-        if previous is not None:
-            sources.insert(0, previous.path or _rebuilt_keys(previous, merge, workdir))
-        return write_keys_checkpoint(sources, merge, path)
+        if previous is not None and not previous.layers:
+            sources.insert(0, _rebuilt_keys(previous, merge, workdir))
+        layers = previous.layers if previous is not None else ()
+        return write_keys_checkpoint(layers, sources, merge, path)
     if isinstance(merge, models.MergeStrategySnapshot) and merged.state is not None:
         by_key = [column(k).asc_nulls_first() for k in merge.primary_key]
         ordered = sorted_in_one_partition(merged.state, by_key)

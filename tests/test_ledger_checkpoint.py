@@ -1,0 +1,243 @@
+"""The layered Ledger checkpoint, on real Spark: each run writes its own keys as a new
+layer over committed ones, layers are merged like a binary counter, and the slices are
+exactly those a checkpoint rebuilt from history gives.
+
+``MIN_LAYER_ROWS`` (below which a layer is always merged) is lowered to 1 so that a few
+rows make many layers; the policy is then the plain binary counter on row counts.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
+from pyspark.sql import SparkSession
+from test_data_store import BUCKET, S3Server, cli, credentials, s3_server  # noqa: F401
+
+from reconciler.config import RepoConfig
+from reconciler.ingest import checkpoints
+from reconciler.ingest.checkpoints import Layer, previous_checkpoint
+from reconciler.ingest.pull import IngestContext, pull_polling
+from reconciler.odf import DatasetId, Timestamp, models
+from reconciler.odf.integrity import check_integrity
+from reconciler.odf.repository import Dataset, OdfRepository
+
+pytestmark = pytest.mark.usefixtures("spark")
+
+WHEN = Timestamp.parse("2026-01-01T00:00:00Z")
+HEADER = "event_time,id,value\n"
+LEDGER = models.MergeStrategyLedger(primary_key=["id"])
+
+
+@pytest.fixture(autouse=True)
+def small_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoints, "MIN_LAYER_ROWS", 1)
+
+
+def ledger(root: Path) -> tuple[Dataset, Path]:
+    """A new Ledger root dataset reading ``root/in/*.csv``; and that folder."""
+    inbox = root / "in"
+    inbox.mkdir(parents=True)
+    dataset = OdfRepository(root / "odf").dataset("ledger")
+    dataset_id, _ = DatasetId.generate()
+    dataset.append_event(
+        models.Seed(dataset_id=dataset_id, dataset_kind=models.DatasetKind.ROOT), WHEN
+    )
+    source = models.SetPollingSource(
+        fetch=models.FetchStepFilesGlob(path=str(inbox / "*.csv")),
+        read=models.ReadStepCsv(
+            schema=["event_time TIMESTAMP", "id BIGINT", "value STRING"], header=True
+        ),
+        merge=LEDGER,
+    )
+    dataset.append_event(source, WHEN)
+    return dataset, inbox
+
+
+def pull(spark: SparkSession, dataset: Dataset, inbox: Path, run: int, ids: list[str]) -> None:
+    """Ingest one file holding ``ids`` (an empty string is a NULL key)."""
+    lines = [f"2020-01-{run:02d}T00:00:00Z,{i},run {run}" for i in ids]
+    (inbox / f"{run:03d}.csv").write_text(HEADER + "\n".join(lines) + "\n")
+    context = IngestContext(spark=lambda: spark, base_dir=Path("/"), env={}, system_time=WHEN)
+    pull_polling(dataset, context)
+
+
+def layers(spark: SparkSession, dataset: Dataset) -> tuple[Layer, ...]:
+    """The layers of the dataset's checkpoint, oldest first, as the next run reads them."""
+    state = dataset.state()
+    previous = previous_checkpoint(spark, dataset, state, LEDGER, state.vocabulary())
+    assert previous is not None
+    return previous.layers
+
+
+def checkpoints_named(dataset: Dataset) -> list[str]:
+    """The checkpoint each AddData block names, oldest first."""
+    found = []
+    for _, block in dataset.iter_blocks():
+        if isinstance(block.event, models.AddData) and block.event.new_checkpoint is not None:
+            found.append(block.event.new_checkpoint.physical_hash)
+    return found[::-1]
+
+
+def keys_of(layer: Layer) -> list[int | None]:
+    return [row[0] for row in rows(pq.read_table(layer.path))]
+
+
+def test_layers_merge_like_a_binary_counter_and_name_only_committed_checkpoints(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    dataset, inbox = ledger(tmp_path)
+    sizes = []
+    for run in range(1, 9):
+        pull(spark, dataset, inbox, run, [str(2 * run), str(2 * run + 1)])
+        found = layers(spark, dataset)
+        sizes.append([layer.rows for layer in found])
+        named = checkpoints_named(dataset)
+        # The top layer is this block's checkpoint; every other one an earlier block's.
+        assert found[-1].hash == named[-1]
+        assert {layer.hash for layer in found[:-1]} <= set(named[:-1])
+        if run == 3:  # no merge: the new file holds this run's keys only
+            assert keys_of(found[-1]) == [6, 7]
+        if run == 4:  # merges every layer: the new file holds all keys, oldest first
+            assert keys_of(found[-1]) == list(range(2, 10))
+    assert sizes == [[2], [4], [4, 2], [8], [8, 2], [8, 4], [8, 4, 2], [16]]
+    assert check_integrity(dataset) == []
+
+
+# Each run's keys: overlaps with the last run, with the first (after merges), NULL keys
+# (seen once, then dropped) and a key repeated within one file.
+RUNS = [
+    ["1", "2", "3"],
+    ["3", "4"],
+    ["5", "6"],
+    ["1", "7"],
+    ["", "8"],
+    ["", "9", "4"],
+    ["10", "10"],
+    ["2", "11"],
+    ["12"],
+    ["13", "14", "5"],
+    ["15"],
+    ["1", "2", "3", "16", ""],
+]
+
+
+def ingest_all(
+    spark: SparkSession, root: Path, before_run: Callable[[Dataset, int], None]
+) -> Dataset:
+    dataset, inbox = ledger(root)
+    for run, ids in enumerate(RUNS, 1):
+        before_run(dataset, run)
+        pull(spark, dataset, inbox, run, ids)
+    return dataset
+
+
+def data_slices(dataset: Dataset) -> list[tuple[models.OffsetInterval, str, list[tuple]]]:
+    """(offsets, logical hash, rows) of every slice, oldest first."""
+    found = []
+    for _, block in dataset.iter_blocks():
+        event = block.event
+        if isinstance(event, models.AddData) and event.new_data is not None:
+            found.append((event.new_data.offset_interval, event.new_data.logical_hash))
+    stored = [rows(table) for table in slices(dataset)]
+    return [(*meta, data) for meta, data in zip(found[::-1], stored, strict=True)]
+
+
+def test_a_layered_ledger_gives_exactly_the_slices_of_one_rebuilt_from_history(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    def keep(dataset: Dataset, run: int) -> None:
+        if run == len(RUNS):  # the last run reads several layers, some merged since
+            sizes = [layer.rows for layer in layers(spark, dataset)]
+            assert sizes == [12, 4, 1], sizes  # 1, 2 and 3 in the bottom one, merged twice
+
+    def forget(dataset: Dataset, run: int) -> None:
+        shutil.rmtree(dataset.layout.checkpoints, ignore_errors=True)
+
+    def lose_a_lower_layer(dataset: Dataset, run: int) -> None:
+        if run == 7:
+            bottom = layers(spark, dataset)[0]
+            assert bottom.hash != checkpoints_named(dataset)[-1]
+            bottom.path.unlink()
+
+    layered = data_slices(ingest_all(spark, tmp_path / "layered", keep))
+    rebuilt = data_slices(ingest_all(spark, tmp_path / "rebuilt", forget))
+    lost = data_slices(ingest_all(spark, tmp_path / "lost", lose_a_lower_layer))
+    assert layered == rebuilt == lost
+    # The first run's keys and the NULL key (seen in run 5) come back in the last run,
+    # after merges: only 16 is new.
+    assert [row[4:] for row in layered[-1][2]] == [(16, "run 12")]
+    assert [row[4] for _, _, data in layered for row in data] == [
+        1, 2, 3, 4, 5, 6, 7, None, 8, 9, 10, 10, 11, 12, 13, 14, 15, 16,
+    ]  # fmt: skip
+
+
+SOURCE = "day,id,qty\n"
+
+
+def test_a_run_fetches_every_layer_it_reads_from_the_object_store(
+    spark: SparkSession,
+    tmp_path: Path,
+    credentials: S3Server,  # noqa: F811
+) -> None:
+    root = tmp_path / "repo"
+    repo = GitOpsRepo.create(root)
+    (root / "pyproject.toml").write_text(
+        f'[tool.reconciler]\ndata_store = "s3://{BUCKET}/layers"\n\n'
+        f'[tool.reconciler.s3]\nendpoint_url = "{credentials.endpoint}"\nregion = "us-east-1"\n'
+    )
+    events = root_events(
+        schema="[day DATE, id STRING, qty BIGINT]", merge="{kind: Ledger, primaryKey: [id]}"
+    )
+    repo.write("org.example.ledger", manifest("org.example.ledger", "Root", events))
+    (root / "sources").mkdir()
+    for n, ids in enumerate(["a b c d", "e f", "g"], 1):  # one apply: three runs
+        lines = [f"2026-01-0{n},{i},{n}" for i in ids.split()]
+        (root / "sources" / f"{n}.csv").write_text(SOURCE + "\n".join(lines) + "\n")
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
+    assert result.exit_code == 0, result.output
+
+    dataset = RepoConfig.load(root).repository().dataset("org.example.ledger")
+    state = dataset.state()
+    merge = models.MergeStrategyLedger(primary_key=["id"])
+    previous = previous_checkpoint(spark, dataset, state, merge, state.vocabulary())
+    assert previous is not None
+    expected = [layer.hash for layer in previous.layers]
+    assert [layer.rows for layer in previous.layers] == [4, 2, 1]
+
+    shutil.rmtree(root / ".reconcile-cache")  # a fresh checkout: nothing cached
+    (root / "sources" / "5.csv").write_text(SOURCE + "2026-01-05,a,5\n2026-01-05,h,5\n")
+    before = len(credentials.requests())
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-02T06:00:00Z")
+    assert result.exit_code == 0, result.output
+    gets = [r.split(" ", 1)[1] for r in credentials.requests()[before:] if r.startswith("GET ")]
+    folder = f"/{BUCKET}/layers/checkpoints/"
+    fetched = {p.split("?")[0].removeprefix(folder) for p in gets if p.startswith(folder)}
+    assert set(expected) <= fetched, (expected, gets)
+    assert not any(p.startswith(f"/{BUCKET}/layers/data/") for p in gets), gets
+    # "a", in the bottom layer, is still known: only "h" is new.
+    assert slices(dataset)[-1].column("id").to_pylist() == ["h"]
+    integrity = cli(root, "verify", "--integrity")
+    assert integrity.exit_code == 0, integrity.output
+
+
+def test_a_checkpoint_does_not_outlive_a_run_that_keeps_none(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Ledger, then Append for a run, then Ledger again: the key appended while the
+    merge kept no checkpoint is still seen, because the Append run carried no stale
+    checkpoint over (the next Ledger run rebuilt the keys from history)."""
+    dataset, inbox = ledger(tmp_path)
+    pull(spark, dataset, inbox, 1, ["1", "2"])
+    source = dataset.state().polling_source
+    assert source is not None
+    dataset.append_event(source.model_copy(update={"merge": models.MergeStrategyAppend()}), WHEN)
+    pull(spark, dataset, inbox, 2, ["3"])
+    assert dataset.state().checkpoint is None
+    dataset.append_event(source, WHEN)
+    pull(spark, dataset, inbox, 3, ["3", "4"])
+    assert [row[4] for _, _, data in data_slices(dataset) for row in data] == [1, 2, 3, 4]
