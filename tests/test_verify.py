@@ -21,7 +21,8 @@ from gitops_repo import GitOpsRepo, events, slices
 from pyspark.sql import SparkSession
 from transform_repo import STOCK, derivative, make_repo, run
 
-from reconciler.odf import Timestamp, models
+from reconciler.odf import Timestamp, content_sweep, models
+from reconciler.odf.integrity import inspect_dataset
 from reconciler.odf.repository import Dataset
 from reconciler.odf.slices import write_slice
 from reconciler.verify import dataset_names, verify_dataset
@@ -261,3 +262,26 @@ def test_replay_catches_a_forged_watermark(repo: GitOpsRepo, spark: SparkSession
         f"block #7: replay of ExecuteTransform {ds.head()} does not reproduce it: "
         "watermark 2020-01-05T00:00:00Z in the block, 2020-01-02T00:00:00Z in the replay"
     ]
+
+
+@pytest.mark.parametrize("damage", [None, data_file, checkpoint_file], ids=["intact", "data", "cp"])
+def test_the_content_sweep_finds_what_a_single_process_finds(
+    repo: GitOpsRepo, monkeypatch: pytest.MonkeyPatch, damage: Callable[[Dataset], Path] | None
+) -> None:
+    """A Snapshot root with checkpoints and a derivative with ``ExecuteTransform`` blocks,
+    checked with the blocks parsed by two processes (``content_sweep``) and by one."""
+    if damage is not None:
+        flip_middle_byte(damage(repo.odf.dataset(SCALED)))
+
+    def found(sweep_from: int) -> list[tuple[str, list[str], int, int]]:
+        monkeypatch.setattr(content_sweep, "SWEEP_FROM", sweep_from)
+        checked = [(n, inspect_dataset(repo.odf.dataset(n))) for n in (STOCK, SCALED)]
+        return [(n, [str(p) for p in i.problems], i.block_count, i.files) for n, i in checked]
+
+    swept = found(1)
+    assert swept == found(10**9)
+    assert [(name, blocks, files) for name, _, blocks, files in swept] == [
+        (STOCK, 8, 4),
+        (SCALED, 8, 4),
+    ]
+    assert [problems != [] for _, problems, _, _ in swept] == [False, damage is not None]
