@@ -86,9 +86,9 @@ def test_the_sweep_reports_exactly_the_files_whose_bytes_hash_to_their_names(
 
 def test_below_the_threshold_no_child_is_made_and_the_answer_is_empty(tmp_path: Path) -> None:
     dataset = build(tmp_path, 3)
-    sweep = ContentSweep.start(dataset.root, threshold=6)  # 5 blocks, 3 data + 2 checkpoints
+    sweep = ContentSweep.start(dataset.root, threshold=6)  # 5 blocks
     assert (sweep.pid, sweep.own_blocks, sweep.blocks(), sweep.files()) == (None, [], {}, {})
-    assert ContentSweep.start(dataset.root, threshold=5).files() != {}
+    assert ContentSweep.start(dataset.root, blocks=False, threshold=5).files() != {}
 
 
 @pytest.mark.parametrize("sweep_from", [1, 10**9], ids=["swept", "not-swept"])

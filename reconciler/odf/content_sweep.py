@@ -141,7 +141,8 @@ def _size_if_named_by_content(path: str, name: str) -> int | None:
 @dataclass
 class ContentSweep:
     """A dataset folder's files checked against their names by a forked child and this
-    process together: ``start``, then ``blocks`` (if asked), then ``files``."""
+        process together: ``start``, then ``blocks`` (if asked), then ``files``; ``close``
+    ends it early."""
 
     root: Path
     pid: int | None
@@ -222,12 +223,10 @@ class ContentSweep:
 
     def files(self) -> dict[str, int]:
         """The child's ``verified_files`` (empty without it, or when it failed); waits
-        for the child to end. Call it last, once."""
-        while self.block_answers:  # blocks() was not called, or stopped on an error
-            self.block_answers -= 1
-            self._receive()
+        for the child to end. Call it after ``blocks``, if blocks were asked."""
+        assert not self.block_answers, "blocks() first: its answers come first"
         verified = self._receive() if self.sweep_files else None
-        self._end()
+        self.close()
         return verified if verified is not None else {}
 
     def _take_blocks(self, parsed: Parsed) -> None:
@@ -254,12 +253,12 @@ class ContentSweep:
                     data = _read_exactly(self.fd, _LENGTH.unpack(header)[0])
                     if data is not None:
                         return marshal.loads(data)
-        self._end()
+        self.close()
         return None
 
-    def _end(self) -> None:
+    def close(self) -> None:
         """Close the pipe and reap the child (closing first, so that a child still
-        writing an answer nobody reads is not left blocked)."""
+        writing an answer nobody reads is not left blocked); again, nothing."""
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None

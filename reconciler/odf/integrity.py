@@ -106,10 +106,12 @@ def _inspect(dataset: Dataset, keep_blocks: bool) -> Inspection:
             blocks = list(dataset.iter_judged_blocks(parsed=sweep.blocks()))
         blocks.reverse()
         derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
+        verified = sweep.files()
     except (ChainRuleError, RepositoryError, ValueError) as e:
-        sweep.files()
         return Inspection([_chain_problem(e)], [])
-    problems, files = _check_files(dataset, blocks, derivative, sweep.files())
+    finally:
+        sweep.close()
+    problems, files = _check_files(dataset, blocks, derivative, verified)
     kept = cast(list[tuple[Multihash, MetadataBlock]], blocks) if keep_blocks else []
     return Inspection(problems, kept, files, len(blocks))
 
