@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..ingest.frames import column
 from ..odf.arrow_digest import RecordDigest
@@ -148,6 +149,14 @@ def _written(path: Path, summary: dict[str, Any]) -> tuple[WrittenFile, Timestam
         rows=summary["rows"],
     )
     return written, None if latest is None else Timestamp.from_epoch_nanos(latest * 1_000_000)
+
+
+def collected_schema(frame: DataFrame) -> pa.Schema:
+    """The Arrow schema collecting ``frame`` would give (``DataFrame.toArrow`` derives
+    it from the Spark schema this way), without running a Spark query for it."""
+    return to_arrow_schema(
+        frame.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
+    )
 
 
 def sorted_in_one_partition(frame: DataFrame, order: Sequence[Column]) -> DataFrame:

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 
 from ..engine.stored_rows import stored_rows
-from ..engine.write_slices import write_frame, write_tables
+from ..engine.write_slices import collected_schema, write_frame, write_tables
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.multiformat import Multihash
@@ -69,7 +69,7 @@ def write_checkpoint_frame(
     column nullable, types as ODF stores them), hashed as it is written."""
     label = tag(merge)
     assert label is not None, "only Ledger and Snapshot keep checkpoints"
-    collected = frame.limit(0).toArrow().schema  # the types collecting would give
+    collected = collected_schema(frame)
     fields = [f.with_type(normalize_type(f.type)).with_nullable(True) for f in collected]
     schema = pa.schema(fields, metadata={_TAG_KEY: label.encode()})
     written = write_frame(frame, path, schema)

@@ -26,10 +26,10 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
-from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
+from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, DateType, TimestampType
 
-from ..engine.write_slices import sorted_in_one_partition, write_frame
+from ..engine.write_slices import collected_schema, sorted_in_one_partition, write_frame
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainRuleError, ChainState
@@ -272,12 +272,7 @@ def _merge_and_write(
         F.coalesce(column(event), fallback).alias(event),
         *[column(c) for c in names],
     )
-    # The Arrow types collecting the rows would give, from the Spark schema as
-    # ``DataFrame.toArrow`` derives them (no Spark query runs for this).
-    arrow = to_arrow_schema(
-        rows.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
-    )
-    schema = _slice_arrow_schema(arrow, vocab, request, grown)
+    schema = _slice_arrow_schema(collected_schema(rows), vocab, request, grown)
     result = write_frame(
         rows,
         workdir / "slice.parquet",

@@ -29,12 +29,11 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import IntegerType, IntegralType
 
 from ..engine.query_check import QueryError, apply_transform
 from ..engine.stored_rows import rows_in_one_partition
-from ..engine.write_slices import write_frame
+from ..engine.write_slices import collected_schema, write_frame
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..ingest.frames import column, is_time, normalize_timestamps
 from ..ingest.writer import Staged, data_slice, system_fields
@@ -95,11 +94,7 @@ def stage_transform(
         where = f" (line {e.line})" if e.line else ""
         raise TransformError(f"query failed{where}: {e.message}") from None
     output = deterministic_order(_checked_output(output, vocab), vocab)
-    # The Arrow types collecting the rows would give, derived as ``DataFrame.toArrow``
-    # derives them from the Spark schema: no Spark query runs for this.
-    collected = to_arrow_schema(
-        output.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
-    )
+    collected = collected_schema(output)
     staged = Staged(head=state.head)
     schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
     slice_schema = _slice_schema(collected, output, vocab, schema)
