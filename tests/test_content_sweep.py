@@ -87,7 +87,7 @@ def test_the_sweep_reports_exactly_the_files_whose_bytes_hash_to_their_names(
 def test_below_the_threshold_no_child_is_made_and_the_answer_is_empty(tmp_path: Path) -> None:
     dataset = build(tmp_path, 3)
     sweep = ContentSweep.start(dataset.root, threshold=6)  # 5 blocks
-    assert (sweep.pid, sweep.own_blocks, sweep.blocks(), sweep.files()) == (None, [], {}, {})
+    assert (sweep.pid, sweep.block_names, sweep.blocks(), sweep.files()) == (None, [], {}, {})
     assert ContentSweep.start(dataset.root, blocks=False, threshold=5).files() != {}
 
 
@@ -123,9 +123,12 @@ def test_a_full_check_finds_the_same_problems_with_and_without_the_sweep(
     assert inspection.files == 7
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 1024])
 def test_the_intact_blocks_are_parsed_by_the_child_and_the_parent_and_nothing_else(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
+    monkeypatch.setattr(content_sweep, "CHUNK", chunk)  # the forked child inherits it
+    monkeypatch.setattr(content_sweep, "FILE_CHUNK", chunk)
     dataset = build(tmp_path, 6)
     blocks = sorted(dataset.layout.blocks.iterdir())
     assert len(blocks) == 8  # Seed, SetDataSchema, 6 AddData
@@ -137,8 +140,7 @@ def test_the_intact_blocks_are_parsed_by_the_child_and_the_parent_and_nothing_el
 
     sweep = ContentSweep.start(dataset.root, threshold=1)
     assert sweep.pid is not None
-    # the parent's share: the rest of the 9 files after the child's 45%
-    assert len(sweep.own_blocks) == 9 - round(9 * content_sweep.CHILD_SHARE) == 5
+    assert len(sweep.block_names) == 9
     parsed = sweep.blocks()
     assert sorted(parsed) == sorted(expected)
     for name, block in parsed.items():  # data blocks as tuples, the others as models
@@ -153,6 +155,23 @@ def test_the_intact_blocks_are_parsed_by_the_child_and_the_parent_and_nothing_el
         + [f"checkpoints/{p.name}" for p in dataset.layout.checkpoints.iterdir()]
     )
     assert sweep.pid is None
+
+
+def test_two_ends_give_every_chunk_to_one_side_or_both_never_to_neither() -> None:
+    """The chunks taken from the front and from the back, interleaved every way a
+    process can run ahead of the other: every chunk is taken, and only where the two
+    meet can one be taken twice."""
+    for count in (0, 1, 2, 7):
+        for front_steps in range(count + 2):
+            ends = content_sweep.TwoEnds(count)
+            front, back = ends.from_front(), ends.from_back()
+            mine = [index for _, index in zip(range(front_steps), front, strict=False)]
+            theirs = list(back)
+            mine += list(front)
+            assert sorted(set(mine) | set(theirs)) == list(range(count))
+            assert mine == list(range(len(mine)))
+            assert theirs == list(range(count - 1, count - 1 - len(theirs), -1))
+            assert len(set(mine) & set(theirs)) <= 1
 
 
 @pytest.mark.parametrize("sweep_from", [1, 10**9], ids=["swept", "not-swept"])
@@ -183,9 +202,12 @@ def test_a_child_that_fails_costs_time_never_a_finding(
     dataset = build(tmp_path, 5)
     sweep = ContentSweep.start(dataset.root, threshold=1)
     assert sweep.pid is not None
-    own = set(sweep.own_blocks)
-    assert set(sweep.blocks()) == own  # only what the parent parsed itself
-    assert sweep.files() == {}
+    parsed = sweep.blocks()  # what the parent took: the child failed at its first chunk
+    assert set(parsed) <= set(sweep.block_names)
+    for name, block in parsed.items():
+        data = read(dataset, name)
+        assert block == (decode_data_block(data) or decode_block(data))
+    assert sweep.files() == verified_files(dataset.root)  # the parent hashed them all
     assert sweep.pid is None
 
     monkeypatch.setattr(content_sweep, "SWEEP_FROM", 1)
@@ -196,6 +218,10 @@ def test_a_child_that_fails_costs_time_never_a_finding(
         f"block #{seq}: data file bytes do not match physical hash {first.name}; "
         "its records cannot be read (ArrowInvalid)"
     ]
+
+
+def read(dataset: Dataset, name: str) -> bytes:
+    return (dataset.layout.blocks / name).read_bytes()
 
 
 def _naming_block(dataset: Dataset, physical: str) -> int:

@@ -5,22 +5,24 @@ Every block, data and checkpoint file is named by the multihash of its bytes, so
 whether one is intact can be decided without the chain. A full integrity check uses
 that to spread its work over two processes:
 
-1. a forked child hashes part of the block files and parses them, sending them a chunk
-   at a time (the data blocks as plain tuples, ``data_block_wire``; the few others as
-   pickled models, which cost a tenth of their decoding to load), while this process
-   hashes and parses the rest of the block files and, between two chunks of its own,
-   rebuilds what the child sent;
-2. the child then hashes every file under ``data/`` and ``checkpoints/``, while this
-   process walks the chain through the parsed blocks and folds it; a block neither
+1. the block files are split into chunks, which the forked child takes from the back
+   and this process from the front until they meet (``TwoEnds``), so the faster one
+   does more; each hashes and parses its chunks, and the child sends its parsed blocks
+   a chunk at a time (the data blocks as plain tuples, ``data_block_wire``; the few
+   others as pickled models, which cost a tenth of their decoding to load), which this
+   process rebuilds between two chunks of its own;
+2. the child then hashes the files under ``data/`` and ``checkpoints/``, chunk by chunk
+   from the back, while this process walks the chain through the parsed blocks and
+   folds it, then takes the remaining chunks of files from the front; a block neither
    parsed (a damaged one) is read by the walk, which words what is wrong with it as it
    always does;
-3. the check compares each file a block names with the child's second answer, and looks
-   again only where they disagree.
+3. the check compares each file a block names with the two answers, and looks again
+   only where they disagree.
 
 The child runs only hashing and parsing code on memory it shares with its parent,
 copied on write, sends its answers with ``marshal`` and leaves with ``os._exit``. If
-it cannot be made or fails, an answer is empty and the parent reads what the child
-would have, so a failure costs time, never a finding.
+it cannot be made or fails, its part of an answer is missing and the parent reads what
+the child would have, so a failure costs time, never a finding.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ import fcntl
 import gc
 import hashlib
 import marshal
+import mmap
 import os
 import pickle
 import select
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,42 +45,89 @@ from typing import Any
 from .codec import BlockDecodeError, decode_block, decode_data_block
 from .data_block_wire import from_plain, to_plain
 from .data_step import DataBlock
-from .hashing import digest_fd, names_digest, read_whole
+from .hashing import names_digest, read_whole, sized_digest
 from .models import MetadataBlock
 
 SWEEP_FROM = 4096
 """Files in a folder from which they are swept in a child; below it, forking costs more
 than it saves."""
 
-CHILD_SHARE = 0.5
-"""The part of the block files the child hashes and parses. The parent parses the rest
-and rebuilds what the child sends in about the same time, then folds the chain while
-the child hashes the data files (measured on a chain of 100,000 blocks, 10% of them
-metadata blocks, with one small data file per data block)."""
-
 CHUNK = 1024
 """Block files parsed between two looks at the pipe (about 20 ms of work); the child
 sends its parsed blocks a chunk at a time, so that this process rebuilds them while the
 child goes on, not after it."""
 
+FILE_CHUNK = 2048
+"""Data and checkpoint files hashed per chunk (a small file costs a third of a block)."""
+
 _LENGTH = struct.Struct("<Q")
+_COUNTER = struct.Struct("<q")
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _PIPE_SIZE = 1 << 20
+_END = "end"
+"""The child's answer after its last chunk of blocks."""
 
 Parsed = dict[str, DataBlock | MetadataBlock]
 
 
-def verified_files(root: Path) -> dict[str, int]:
-    """``data/<name>`` and ``checkpoints/<name>`` paths whose bytes hash to their name,
-    with their sizes; anything else in those folders is left out."""
+class TwoEnds:
+    """Chunks ``0 … count-1`` shared by two processes without a lock: this one takes
+    them from the front, the forked child from the back, until they meet, so each does
+    as much as its speed allows, whatever the machine or its load (a fixed share left
+    one process waiting for the other).
+
+    Each side publishes the chunk it takes, in memory both share, before it looks at
+    the other's. A chunk may then be taken by both (parsed twice: time lost) or, were
+    a store and a load reordered across cores, by neither: its blocks are then read by
+    the walk and its files by the check, as a damaged file's are. How the work splits
+    never changes a finding."""
+
+    def __init__(self, count: int) -> None:
+        self.memory = mmap.mmap(-1, 2 * _COUNTER.size)  # anonymous, shared with the child
+        _COUNTER.pack_into(self.memory, _COUNTER.size, count)
+
+    def from_front(self) -> Iterator[int]:
+        """This process's chunks: the next one while the child has not taken it."""
+        while True:
+            taken = _COUNTER.unpack_from(self.memory, 0)[0]
+            _COUNTER.pack_into(self.memory, 0, taken + 1)
+            if taken >= _COUNTER.unpack_from(self.memory, _COUNTER.size)[0]:
+                return
+            yield taken
+
+    def from_back(self) -> Iterator[int]:
+        """The child's chunks: the one before its last while this process has not taken
+        a later one (a chunk both reach at once goes to both, never to neither)."""
+        while True:
+            taken = _COUNTER.unpack_from(self.memory, _COUNTER.size)[0] - 1
+            _COUNTER.pack_into(self.memory, _COUNTER.size, taken)
+            if taken < 0 or taken < _COUNTER.unpack_from(self.memory, 0)[0] - 1:
+                return
+            yield taken
+
+
+def _chunk(items: list[str], index: int, size: int) -> list[str]:
+    return items[index * size : (index + 1) * size]
+
+
+def verified_files(root: Path, paths: Iterable[str] | None = None) -> dict[str, int]:
+    """The ``data/<name>`` and ``checkpoints/<name>`` paths (all, or those among
+    ``paths``) whose bytes hash to their name, with their sizes; anything else in those
+    folders is left out."""
     verified: dict[str, int] = {}
-    for folder in ("data", "checkpoints"):
-        base = f"{root}/{folder}/"
-        for name in _names(base):
-            size = _size_if_named_by_content(base + name, name)
-            if size is not None:
-                verified[f"{folder}/{name}"] = size
+    for path in _content_files(root) if paths is None else paths:
+        size = _size_if_named_by_content(f"{root}/{path}", path.partition("/")[2])
+        if size is not None:
+            verified[path] = size
     return verified
+
+
+def _content_files(root: Path) -> list[str]:
+    return [
+        f"{folder}/{name}"
+        for folder in ("data", "checkpoints")
+        for name in _names(f"{root}/{folder}/")
+    ]
 
 
 def judged_blocks(
@@ -125,55 +175,53 @@ def _names(folder: str) -> list[str]:
 
 def _size_if_named_by_content(path: str, name: str) -> int | None:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        size, digest = sized_digest(path)
     except OSError:
         return None
-    try:
-        size = os.fstat(fd).st_size
-        digest = digest_fd(fd, size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     return size if names_digest(name, digest) else None
 
 
 @dataclass
 class ContentSweep:
     """A dataset folder's files checked against their names by a forked child and this
-        process together: ``start``, then ``blocks`` (if asked), then ``files``; ``close``
+    process together: ``start``, then ``blocks`` (if asked), then ``files``; ``close``
     ends it early."""
 
     root: Path
     pid: int | None
     fd: int | None
     """The read end of the pipe from the child."""
-    own_blocks: list[str]
-    """The block files this process parses while the child parses its share."""
-    block_answers: int
-    """How many answers of parsed blocks the child sends (one per ``CHUNK`` files)."""
-    sweep_files: bool
+    block_names: list[str]
+    """The block files to parse, split between the two processes by ``block_chunks``."""
+    block_chunks: TwoEnds | None
+    file_paths: list[str]
+    """The data and checkpoint files to hash, split likewise by ``file_chunks``."""
+    file_chunks: TwoEnds | None
+    block_answers: bool
+    """Whether answers of parsed blocks are still to come from the child."""
 
     @classmethod
     def start(
         cls, root: Path, *, files: bool = True, blocks: bool = True, threshold: int | None = None
     ) -> ContentSweep:
         """Fork the child when this machine has a second core and the folder holds
-        ``threshold`` block files or more (``SWEEP_FROM`` by default), to parse them if
-        ``blocks`` are asked and to hash the data and checkpoint files if ``files`` are
-        (not for a dataset whose files live in a data store: they are checked there). A
-        block names at most two files, so the blocks tell whether the files are many
-        too, without listing them here. Without a child nothing is parsed or hashed
+        ``threshold`` block files or more (``SWEEP_FROM`` by default), to parse blocks
+        with this process if ``blocks`` are asked and to hash the data and checkpoint
+        files with it if ``files`` are (not for a dataset whose files live in a data
+        store: they are checked there). A block names at most two files, so the blocks
+        tell whether the files are many too. Without a child nothing is parsed or hashed
         ahead: the caller reads it all."""
         limit = SWEEP_FROM if threshold is None else threshold
         names = _names(f"{root}/blocks/")
-        alone = cls(root, None, None, [], 0, False)
+        alone = cls(root, None, None, [], None, [], None, False)
         if (os.cpu_count() or 1) < 2 or len(names) < limit or not (blocks or files):
             return alone
-        sweep_files = files
-        if not blocks:
-            names = []
-        split = round(len(names) * CHILD_SHARE)
+        names = names if blocks else []
+        paths = _content_files(root) if files else []
+        block_chunks, file_chunks = (
+            TwoEnds(-(-len(names) // CHUNK)),
+            TwoEnds(-(-len(paths) // FILE_CHUNK)),
+        )
         try:
             read_end, write_end = os.pipe()
         except OSError:
@@ -191,49 +239,61 @@ class ContentSweep:
             try:
                 gc.disable()  # see gc_pause: it keeps everything it makes until it leaves
                 os.close(read_end)
-                for first in range(0, split, CHUNK):
-                    parsed, others = judged_blocks(root, names[first : min(first + CHUNK, split)])
+                for index in block_chunks.from_back():
+                    parsed, others = judged_blocks(root, _chunk(names, index, CHUNK))
                     plain = [(n, to_plain(b)) for n, b in parsed.items()]
                     _send(write_end, (plain, pickle.dumps(_decoded(others), _PICKLE)))
-                if sweep_files:
-                    _send(write_end, verified_files(root))
+                _send(write_end, _END)
+                if files:
+                    verified: dict[str, int] = {}
+                    for index in file_chunks.from_back():
+                        verified |= verified_files(root, _chunk(paths, index, FILE_CHUNK))
+                    _send(write_end, verified)
                 status = 0
             finally:
                 os._exit(status)
         os.close(write_end)
-        answers = -(-split // CHUNK)
-        return cls(root, pid, read_end, names[split:], answers, sweep_files)
+        return cls(root, pid, read_end, names, block_chunks, paths, file_chunks, True)
 
     def blocks(self) -> Parsed:
-        """The intact blocks by name: this process's share of the block files, parsed
-        a chunk at a time, with the child's answers taken in between as they arrive
-        (empty without a child; the child's part ends where it failed). Call it once,
-        before ``files``."""
+        """The intact blocks by name: the chunks of block files this process takes,
+        parsed, with the child's answers taken in between as they arrive (empty without
+        a child; the child's part ends where it failed). Call it once, before
+        ``files``."""
         parsed: Parsed = {}
-        own, self.own_blocks = self.own_blocks, []
-        for first in range(0, len(own), CHUNK):
-            data, others = judged_blocks(self.root, own[first : first + CHUNK])
-            parsed.update(data)
-            parsed.update(_decoded(others))
-            while self.block_answers and self._ready():
-                self._take_blocks(parsed)
+        if self.block_chunks is not None:
+            for index in self.block_chunks.from_front():
+                data, others = judged_blocks(self.root, _chunk(self.block_names, index, CHUNK))
+                parsed.update(data)
+                parsed.update(_decoded(others))
+                while self.block_answers and self._ready():
+                    self._take_blocks(parsed)
         while self.block_answers:
             self._take_blocks(parsed)
         return parsed
 
     def files(self) -> dict[str, int]:
-        """The child's ``verified_files`` (empty without it, or when it failed); waits
-        for the child to end. Call it after ``blocks``, if blocks were asked."""
-        assert not self.block_answers, "blocks() first: its answers come first"
-        verified = self._receive() if self.sweep_files else None
+        """``verified_files`` of the chunks this process takes, with the child's answer
+        for the others (empty without a child; without the child's part when it failed:
+        the caller checks what is not here); waits for the child to end. Call it after
+        ``blocks``, if blocks were asked."""
+        assert not self.block_answers or not self.block_names, "blocks() first"
+        while self.block_answers:  # no blocks were asked: the child's end of them
+            self._take_blocks({})
+        verified: dict[str, int] = {}
+        if self.file_chunks is not None and self.file_paths:
+            for index in self.file_chunks.from_front():
+                verified |= verified_files(self.root, _chunk(self.file_paths, index, FILE_CHUNK))
+            theirs = self._receive()
+            if theirs is not None:
+                verified |= theirs
         self.close()
-        return verified if verified is not None else {}
+        return verified
 
     def _take_blocks(self, parsed: Parsed) -> None:
-        self.block_answers -= 1
         answer = self._receive()
-        if answer is None:
-            self.block_answers = 0
+        if answer is None or answer == _END:
+            self.block_answers = False
             return
         plain, others = answer
         parsed.update((name, from_plain(fields)) for name, fields in plain)
@@ -259,6 +319,7 @@ class ContentSweep:
     def close(self) -> None:
         """Close the pipe and reap the child (closing first, so that a child still
         writing an answer nobody reads is not left blocked); again, nothing."""
+        self.block_answers = False
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
