@@ -333,10 +333,9 @@ def test_base_without_integrity_is_a_usage_error(root: Path) -> None:
 
 @pytest.mark.parametrize("version", [2, 3])
 def test_the_fast_data_block_reader_gives_what_the_generic_mapping_gives(version: int) -> None:
-    from reconciler.odf.codec import _from_table
+    from odf_reference_decode import reference_decode_content
+
     from reconciler.odf.fbs.Manifest import Manifest
-    from reconciler.odf.fbs.MetadataBlock import MetadataBlock as FbMetadataBlock
-    from reconciler.odf.fbs.MetadataBlock import MetadataBlockT
 
     ids = [DatasetId.generate()[0] for _ in range(2)]
     events = [
@@ -386,9 +385,7 @@ def test_the_fast_data_block_reader_gives_what_the_generic_mapping_gives(version
         )
         data = encode_block(block, version)
         content = Manifest.GetRootAs(data, 0).ContentAsNumpy().tobytes()
-        generic = _from_table(
-            MetadataBlockT.InitFromObj(FbMetadataBlock.GetRootAs(content, 0)), models.MetadataBlock
-        )
+        generic = reference_decode_content(content)
         fast = decode_block(data)
         assert fast == generic == block
         assert fast.model_dump(exclude_unset=True) == generic.model_dump(exclude_unset=True)

@@ -2,9 +2,11 @@
 
 The flatc-generated object API in ``fbs/`` already builds every table the canonical way
 (children first in schema order, then the fields in schema order, defaults omitted,
-optional scalars written whenever present), so this module only maps our pydantic
-models onto those generated objects and back. Models and tables share names, so the
-mapping is generic: one plan per model class, derived from its annotations.
+optional scalars written whenever present), so encoding only maps our pydantic models
+onto those generated objects. Models and tables share names, so the mapping is generic:
+one plan per model class, derived from its annotations. Decoding skips the object API,
+which costs several times the reading itself: data blocks have a reader of their own
+below, every other block goes through the schema-driven one in ``fbs_reader``.
 
 Two details are ours: the manifest envelope, and the ``Timestamp`` struct, which
 manifest version 2 writes unaligned (as flatbuffers-rs did before kamu 0.265) and
@@ -15,9 +17,6 @@ from __future__ import annotations
 
 import importlib
 import struct
-import types
-import typing
-from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -27,9 +26,8 @@ import numpy as np
 from . import models
 from .data_step import DataBlock, DataStep, NewCheckpoint, NewData
 from .fbs.Manifest import ManifestT
-from .fbs.MetadataBlock import MetadataBlock as FbMetadataBlock
-from .fbs.MetadataBlock import MetadataBlockT
 from .fbs.Timestamp import CreateTimestamp
+from .fbs_reader import build_model, read_root
 from .multiformat import ODF_METADATA_BLOCK, DatasetId, Multihash
 from .timestamps import Timestamp
 
@@ -177,79 +175,6 @@ def encode_block(block: models.MetadataBlock, version: int = DEFAULT_VERSION) ->
 
 # --- Decoding ----------------------------------------------------------------------------
 
-Converter = Callable[[Any], Any]
-
-
-def _unwrap_optional(annotation: Any) -> Any:
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return annotation
-
-
-def _converter(annotation: Any) -> Converter:
-    """How to turn an object-API value into the model value of this annotation."""
-    annotation = _unwrap_optional(annotation)
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _converter(typing.get_args(annotation)[0])
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return _from_union_value
-    if origin is list:
-        item = _converter(typing.get_args(annotation)[0])
-        return lambda raw: [item(v) for v in raw]
-    if annotation is Multihash:
-        return lambda raw: Multihash.from_bytes(bytes(raw))
-    if annotation is DatasetId:
-        return lambda raw: DatasetId.from_bytes(bytes(raw))
-    if annotation is Timestamp:
-        return lambda raw: Timestamp.from_fields(
-            raw.year, raw.ordinal, raw.secondsFromMidnight, raw.nanoseconds
-        )
-    if annotation is bytes:
-        return bytes
-    if annotation is str:
-        return lambda raw: raw.decode("utf-8")
-    if isinstance(annotation, type) and issubclass(annotation, models.OdfEnum):
-        return annotation.from_fb
-    if isinstance(annotation, type) and issubclass(annotation, models.OdfModel):
-        return lambda raw: _from_table(raw, annotation)
-    return lambda raw: raw
-
-
-def _from_union_value(raw: Any) -> models.OdfModel:
-    if type(raw).__name__.endswith("WrapperT"):
-        raw = raw.value
-    name = type(raw).__name__.removesuffix("T")
-    model_class: type[models.OdfModel] = getattr(models, name)
-    value: models.OdfModel = _from_table(raw, model_class)
-    return value
-
-
-@cache
-def _decode_plan(model_class: type[models.OdfModel]) -> list[tuple[str, str, Converter]]:
-    hints = typing.get_type_hints(model_class, include_extras=True)
-    probe = _table_class(model_class.__name__)()
-    return [
-        (name, _attr(name), _converter(hints[name]))
-        for name in model_class.model_fields
-        if hasattr(probe, _attr(name))
-    ]
-
-
-def _from_table(table: Any, model_class: type[models.OdfModel]) -> Any:
-    """Build the model without re-validating: every converter already returns a typed,
-    checked value (hashes, ids and timestamps validate on construction), and FlatBuffers
-    scalars cannot leave their declared ranges."""
-    values = {}
-    for name, attr, convert in _decode_plan(model_class):
-        raw = getattr(table, attr)
-        if raw is not None:
-            values[name] = convert(raw)
-    return model_class.model_construct(**values)
-
 
 def manifest_version(data: bytes) -> int:
     """Read and check the envelope; return the manifest version."""
@@ -317,21 +242,17 @@ def decode_block(data: bytes) -> models.MetadataBlock:
     """Parse a stored block (manifest versions 2 and 3) into a model.
 
     Data blocks (``AddData``, ``ExecuteTransform``: nearly every block of a long chain)
-    are read straight from the buffer (``_data_block``), which is several times cheaper
-    than the generated object API; every other event goes through the generic mapping.
+    have a reader of their own (``_data_block``) that skips even the generic reader's
+    plan walk; every other event goes through the generic reader (``fbs_reader``).
     """
     buf = _content_of(data)
     try:
         block = _data_block(buf)
-        if block is not None:
-            return block
-        table = MetadataBlockT.InitFromObj(FbMetadataBlock.GetRootAs(buf, 0))
-        generic: models.MetadataBlock = _from_table(table, models.MetadataBlock)
-    except BlockDecodeError:
-        raise
+        if block is None:
+            block = read_root(buf, models.MetadataBlock)
     except Exception as e:
         raise BlockDecodeError(f"malformed metadata block content: {e}") from None
-    return generic
+    return block
 
 
 # --- Fast path for data blocks -----------------------------------------------------------
@@ -348,39 +269,6 @@ def decode_data_block(data: bytes) -> DataBlock | None:
         return _parse_data_block(buf)
     except Exception as e:
         raise BlockDecodeError(f"malformed metadata block content: {e}") from None
-
-
-_ABSENT = object()
-"""A required field's place in a ``_template``."""
-
-
-@cache
-def _template(model_class: type[models.OdfModel]) -> tuple[dict[str, Any], frozenset[str]]:
-    """Every field of the class in declaration order, with its default or ``_ABSENT``,
-    and the names of the required fields (those with no default)."""
-    template = {
-        name: _ABSENT if f.is_required() else f.get_default(call_default_factory=True)
-        for name, f in model_class.model_fields.items()
-    }
-    return template, frozenset(name for name, value in template.items() if value is _ABSENT)
-
-
-def build_model(model_class: type[models.OdfModel], values: dict[str, Any]) -> Any:
-    """What ``model_construct`` builds (defaults filled in, the given fields marked set),
-    without its per-call overhead, which dominates decoding a small table. The fields
-    keep their declaration order, as pydantic serialises ``__dict__`` in its order:
-    updating a copy of the template keeps the template's key order."""
-    template, required = _template(model_class)
-    fields = template.copy()
-    fields.update(values)
-    if not required <= values.keys():
-        fields = {name: value for name, value in fields.items() if value is not _ABSENT}
-    model = object.__new__(model_class)
-    object.__setattr__(model, "__dict__", fields)
-    object.__setattr__(model, "__pydantic_fields_set__", set(values))
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
-    return model
 
 
 def _data_block(buf: bytes) -> models.MetadataBlock | None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import models
-from .codec import build_model
 from .data_step import DataBlock, DataStep, NewCheckpoint, NewData
+from .fbs_reader import build_model
 from .multiformat import DatasetId, Multihash
 from .timestamps import Timestamp
 
