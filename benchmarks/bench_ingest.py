@@ -10,8 +10,14 @@ Why: ingest is what a scheduled reconcile spends its time on. Two questions matt
    For Snapshot each round is a full snapshot of the same keys with some values changed,
    so the state stays the same size while the history grows.
 
+   The JVM keeps warming up over the first runs, so the raw Nth/2nd ratio falls below 1
+   and hides what grows with the history. ``--paired P`` measures it without that: the
+   dataset as it was before the 2nd run and before the Nth (each with its new file) is
+   copied, then the two runs are replayed from these copies P times each, alternately,
+   in one process, and the medians are compared.
+
 Usage: python benchmarks/bench_ingest.py [--rows 1000000] [--batch 20000] [--rounds 50]
-                                         [--repeat 3]
+                                         [--repeat 3] [--paired 0] [--merges ...]
 (``--rounds 0`` times the full ingests only.)
 Prints figures only; asserts nothing.
 """
@@ -110,12 +116,39 @@ def checkpoint_rows(root: Path, name: str) -> int:
     return pq.read_metadata(dataset.layout.checkpoint_file(checkpoint)).num_rows
 
 
+def restore(saved: Path, root: Path) -> None:
+    """Put the dataset folder back as ``saved`` holds it (the source's glob names
+    ``root``, so a run is replayed in place)."""
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+
+
+def paired(
+    root: Path, label: str, context: IngestContext, saved: tuple[Path, Path], pairs: int
+) -> tuple[list[float], list[float]]:
+    """The 2nd and the Nth runs replayed ``pairs`` times each from ``saved`` (the
+    dataset before each), alternately and in turns starting with either, so that a JVM
+    still warming up and a load that comes and goes weigh on both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for pair in range(pairs):
+        for which in (pair % 2, 1 - pair % 2):
+            restore(saved[which], root)
+            times[which].append(timed_pull(root, label, context)[0])
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=50, help="0 skips the 1st vs Nth runs")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many full runs")
+    parser.add_argument(
+        "--paired", type=int, default=0, help="replay the 2nd and Nth runs this many times each"
+    )
+    parser.add_argument(
+        "--merges", nargs="+", choices=list(MERGES), default=list(MERGES), help="strategies"
+    )
     args = parser.parse_args()
     spark = get_spark(SparkSettings.load(Path(__file__).resolve().parents[1]))
     context = IngestContext(spark=lambda: spark, base_dir=Path("/"), env={})
@@ -135,13 +168,14 @@ def main() -> None:
         # shared machine weighs on both sides of the ratios alike; the first repeat also
         # pays for warming up the JVM's code paths.
         baselines: list[float] = []
-        pulls: dict[str, list[tuple[float, int, float]]] = {label: [] for label in MERGES}
+        pulls: dict[str, list[tuple[float, int, float]]] = {label: [] for label in args.merges}
         for attempt in range(args.repeat):
             start = time.perf_counter()
             frame = spark.read.schema(", ".join(SCHEMA)).csv(str(big), header=True)
             frame.write.parquet(str(work / f"baseline-{attempt}.parquet"))
             baselines.append(time.perf_counter() - start)
-            for label, merge in MERGES.items():
+            for label in args.merges:
+                merge = MERGES[label]
                 root = work / f"full-{label}-{attempt}"
                 root.mkdir()
                 new_dataset(root, label, str(big), merge)
@@ -166,17 +200,21 @@ def main() -> None:
         if args.rounds == 0:
             return
         print(f"\n1st vs {args.rounds}th ingest of {args.batch:,} new rows; {load()}")
-        for label, merge in MERGES.items():
+        for label in args.merges:
+            merge = MERGES[label]
             root = work / f"rounds-{label}"
             (root / "in").mkdir(parents=True)
             new_dataset(root, label, str(root / "in" / "*.csv"), merge)
-            times, peaks, merges = [], [], []
+            times, peaks, merges, saved = [], [], [], []
             for i in range(args.rounds):
                 if label == "Snapshot":
                     ids = np.arange(args.batch)  # same keys, new values: state stays the same size
                 else:
                     ids = np.arange(i * args.batch, (i + 1) * args.batch)
                 write_csv(root / "in" / f"batch-{i:04d}.csv", ids, seed=100 + i)
+                if args.paired and i in (1, args.rounds - 1):
+                    saved.append(work / f"before-{label}-{i + 1}")
+                    shutil.copytree(root, saved[-1])
                 seconds, _, peak = timed_pull(root, label, context)
                 times.append(seconds)
                 peaks.append(peak)
@@ -199,6 +237,16 @@ def main() -> None:
                 print(
                     f"{'':8s} runs merging layers of over {MIN_LAYER_ROWS:,} keys into their"
                     f" checkpoint: {', '.join(merges)}"
+                )
+            if len(saved) == 2:
+                early, late = paired(root, label, context, (saved[0], saved[1]), args.paired)
+                ratios = [b / a for a, b in zip(early, late, strict=True)]
+                print(
+                    f"{'':8s} paired, {args.paired} replays each: 2nd median"
+                    f" {np.median(early):.3f} s, {n}th median {np.median(late):.3f} s:"
+                    f" {np.median(late) / np.median(early):.2f} (median of the pairs' ratios"
+                    f" {np.median(ratios):.2f}, quartiles {np.quantile(ratios, 0.25):.2f}-"
+                    f"{np.quantile(ratios, 0.75):.2f}); {load()}"
                 )
     finally:
         shutil.rmtree(work, ignore_errors=True)

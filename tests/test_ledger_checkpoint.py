@@ -8,20 +8,22 @@ rows make many layers; the policy is then the plain binary counter on row counts
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from test_data_store import BUCKET, S3Server, cli, credentials, s3_server  # noqa: F401
 
 from reconciler.config import RepoConfig
 from reconciler.ingest import checkpoints
 from reconciler.ingest.checkpoints import Layer, previous_checkpoint
 from reconciler.ingest.pull import IngestContext, pull_polling
+from reconciler.ingest.readers import ReadError
 from reconciler.odf import DatasetId, Timestamp, models
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.repository import Dataset, OdfRepository
@@ -241,3 +243,180 @@ def test_a_checkpoint_does_not_outlive_a_run_that_keeps_none(
     dataset.append_event(source, WHEN)
     pull(spark, dataset, inbox, 3, ["3", "4"])
     assert [row[4] for _, _, data in data_slices(dataset) for row in data] == [1, 2, 3, 4]
+
+
+# Key-range pruning: a run reads only the layers whose footers' statistics say they may
+# hold one of its batch's keys.
+
+
+def keyed_ledger(root: Path, merge: models.MergeStrategyLedger) -> tuple[Dataset, Path]:
+    """``ledger`` with another primary key."""
+    dataset, inbox = ledger(root)
+    source = dataset.state().polling_source
+    assert source is not None
+    dataset.append_event(source.model_copy(update={"merge": merge}), WHEN)
+    return dataset, inbox
+
+
+def layers_read(
+    spark: SparkSession,
+    dataset: Dataset,
+    batch: DataFrame,
+    merge: models.MergeStrategyLedger = LEDGER,
+) -> list[int]:
+    """Which layers (their places, oldest first) the merge of ``batch`` reads."""
+    state = dataset.state()
+    previous = previous_checkpoint(spark, dataset, state, merge, state.vocabulary(), batch)
+    assert previous is not None
+    names = [layer.hash for layer in previous.layers]
+    files = [file.rsplit("/", 1)[-1] for file in previous.frame.inputFiles()]
+    return sorted(names.index(name) for name in files if name in names)
+
+
+def ids(spark: SparkSession, *keys: int | None) -> DataFrame:
+    return spark.createDataFrame([(k,) for k in keys], "id BIGINT")
+
+
+def test_a_ledger_run_reads_only_the_layers_its_key_range_meets(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    dataset, inbox = ledger(tmp_path)
+    for run, keys in enumerate([["1", "2", "3", "4"], ["", "5", "6"], ["7"]], 1):
+        pull(spark, dataset, inbox, run, keys)
+    assert [layer.rows for layer in layers(spark, dataset)] == [4, 3, 1]
+    assert layers_read(spark, dataset, ids(spark, 8, 9)) == []  # beyond every layer
+    assert layers_read(spark, dataset, ids(spark, 0)) == []
+    assert layers_read(spark, dataset, ids(spark)) == []
+    assert layers_read(spark, dataset, ids(spark, 2, 3)) == [0]
+    assert layers_read(spark, dataset, ids(spark, 5, 10)) == [1, 2]
+    assert layers_read(spark, dataset, ids(spark, None, 10)) == [1]  # the one with a NULL
+    assert layers_read(spark, dataset, ids(spark, None, 1)) == [0, 1]
+    # Without a batch (or for a key of a type it cannot order) every layer is read.
+    state = dataset.state()
+    everything = previous_checkpoint(spark, dataset, state, LEDGER, state.vocabulary())
+    assert everything is not None and len(everything.frame.inputFiles()) == 3
+    floats = spark.createDataFrame([(8.0,)], "id DOUBLE")
+    assert layers_read(spark, dataset, floats) == [0, 1, 2]
+
+
+def test_a_ledger_whose_keys_do_not_grow_skips_the_key_range_job(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When every stored key lies within the span of the newest ones, no batch is
+    likely to miss a layer: the job that finds the batch's key range is not run."""
+    dataset, inbox = ledger(tmp_path)
+    for run, keys in enumerate([["5", "1", "9", "2"], ["4", "8"], ["7"]], 1):
+        pull(spark, dataset, inbox, run, keys)
+    ranges: list[list[str]] = []
+    real = checkpoints._batch_spans
+
+    def spy(batch: DataFrame, primary_key: list[str]) -> list[checkpoints.Span] | None:
+        ranges.append(primary_key)
+        return real(batch, primary_key)
+
+    monkeypatch.setattr(checkpoints, "_batch_spans", spy)
+    assert layers_read(spark, dataset, ids(spark, 100)) == [0, 1, 2]
+    assert ranges == []
+
+
+def test_a_composite_key_is_pruned_when_any_of_its_columns_misses(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A string and a timestamp (stored as milliseconds, batches in microseconds)."""
+    merge = models.MergeStrategyLedger(primary_key=["value", "event_time"])
+    dataset, inbox = keyed_ledger(tmp_path, merge)
+    for run, count in enumerate([4, 2, 1], 1):
+        pull(spark, dataset, inbox, run, [str(i) for i in range(count)])
+    state = dataset.state()
+    previous = previous_checkpoint(spark, dataset, state, merge, state.vocabulary())
+    assert previous is not None and [layer.rows for layer in previous.layers] == [4, 2, 1]
+
+    def read(*keys: tuple[str, int]) -> list[int]:
+        at = [(value, dt.datetime(2020, 1, day, tzinfo=dt.UTC)) for value, day in keys]
+        batch = spark.createDataFrame(at, "value STRING, event_time TIMESTAMP")
+        return layers_read(spark, dataset, batch, merge)
+
+    assert read(("run 2", 2)) == [1]
+    assert read(("run 3", 3)) == [2]
+    assert read(("run 2", 3)) == []  # run 2's string, run 3's timestamp: no layer has both
+    assert read(("run 4", 4)) == []
+    assert read(("run 1", 1), ("run 3", 3)) == [0, 1, 2]
+
+
+# Growing keys, with a NULL key (new, then seen), a key repeated in one file, an old key
+# and a NULL key after merges.
+GROWING = [
+    ["1", "2", "3", "4"],
+    ["5", "6", ""],
+    ["7", "8"],
+    ["9", "10", "10"],
+    ["11", ""],
+    ["3", "12"],
+    ["13"],
+    ["", "14"],
+    ["15", "16"],
+]
+
+
+def test_pruned_layers_give_exactly_the_slices_of_every_layer_read(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[tuple[int, int]] = []
+    real = checkpoints._candidate_keys
+
+    def counted(
+        spark: SparkSession, layers: Sequence[Layer], batch: DataFrame, primary_key: list[str]
+    ) -> DataFrame:
+        keys = real(spark, layers, batch, primary_key)
+        names = {layer.hash for layer in layers}
+        files = [file.rsplit("/", 1)[-1] for file in keys.inputFiles()]
+        read.append((len([name for name in files if name in names]), len(layers)))
+        return keys
+
+    def ingest(root: Path) -> list[tuple[models.OffsetInterval, str, list[tuple]]]:
+        dataset, inbox = ledger(root)
+        for run, keys in enumerate(GROWING, 1):
+            pull(spark, dataset, inbox, run, keys)
+        return data_slices(dataset)
+
+    monkeypatch.setattr(checkpoints, "_candidate_keys", counted)
+    pruned = ingest(tmp_path / "pruned")
+    monkeypatch.setattr(checkpoints, "_pays", lambda groups: False)
+    everything = ingest(tmp_path / "everything")
+    assert pruned == everything
+    # (layers read, layers), per run after the first. One layer is always read (no
+    # layer lies outside the newest keys' span: nothing shows the keys grow). Past
+    # that, a run reads only the layers its keys reach: none for new keys above them
+    # all; the bottom one, holding the NULL, for run 8's NULL; both for run 6's old 3.
+    assert read[: len(GROWING) - 1] == [
+        (1, 1), (0, 2), (0, 3), (1, 1), (2, 2), (0, 2), (1, 3), (0, 2),
+    ]  # fmt: skip
+    assert [row[4] for _, _, data in pruned for row in data] == [
+        1, 2, 3, 4, 5, 6, None, 7, 8, 9, 10, 10, 11, 12, 13, 14, 15, 16,
+    ]  # fmt: skip
+
+
+def test_a_malformed_row_fails_the_key_range_job_as_it_fails_the_slice_write(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job that finds the batch's key range is the first to meet a bad row: the
+    pull fails with the read error the check gives, and commits nothing."""
+    dataset, inbox = ledger(tmp_path)
+    pull(spark, dataset, inbox, 1, ["1", "2"])
+    pull(spark, dataset, inbox, 2, ["3"])
+    ranges: list[list[str]] = []
+    real = checkpoints._batch_spans
+
+    def spy(batch: DataFrame, primary_key: list[str]) -> list[checkpoints.Span] | None:
+        ranges.append(primary_key)
+        return real(batch, primary_key)
+
+    monkeypatch.setattr(checkpoints, "_batch_spans", spy)
+    head = dataset.head()
+    with pytest.raises(ReadError) as caught:
+        pull(spark, dataset, inbox, 3, ["4", "x"])
+    assert str(caught.value) == (
+        f"{inbox / '003.csv'}: line 3: malformed record: 2020-01-03T00:00:00Z,x,run 3: "
+        "column id (BIGINT): 'x' is not a valid BIGINT"
+    )
+    assert (ranges, dataset.head()) == ([["id"]], head)

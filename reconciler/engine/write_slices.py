@@ -9,6 +9,14 @@ schema, so a reader would get other nullability and list item names back; writte
 way the file reads back with the declared schema, and its records, hence the logical
 hash, are exactly what collecting the frame and writing it in the driver gave.
 
+Files computed from the same rows (a Snapshot's slice and checkpoint) are written by
+one query: the frame carries every file's rows, each in a partition of its own
+(``sorted_by_output``), and each partition's task writes its file (``write_partitions``),
+side by side. The rows are computed once, with no cache. A file's rows reach its task
+in batches of as many rows as they would on their own, and the row groups follow the
+batches, except where Spark cuts batches by size (64 MiB, ``arrow.maxBytesPerBatch``):
+there the columns only another file needs count too.
+
 Offsets are assigned in the writing task, counting from the slice's first offset in the
 partition's order: sequential, and deterministic whenever the frame's order is.
 
@@ -32,6 +40,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -54,10 +63,12 @@ from ..odf.timestamps import Timestamp
 ROW_GROUP_BYTES = 8 << 20
 
 _SUMMARY = (
-    "rows LONG, error STRING, kind STRING, physical BINARY, logical BINARY, size LONG, latest LONG"
+    "output INT, rows LONG, error STRING, kind STRING, physical BINARY, logical BINARY,"
+    " size LONG, latest LONG"
 )
 _SUMMARY_SCHEMA = pa.schema(
     [
+        ("output", pa.int32()),
         ("rows", pa.int64()),
         ("error", pa.string()),
         ("kind", pa.string()),
@@ -71,18 +82,23 @@ _NOT_NULL = "not-null"
 _CAST = "cast"
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """What the writing task needs: picklable, free of Spark."""
+Written = tuple[WrittenFile, Timestamp | None]
+"""A written file, hashed, and the latest time in its event column (when it has one)."""
 
-    path: str
+
+@dataclass(frozen=True)
+class Output:
+    """One file to write, and what the writing task needs for it: picklable, free of
+    Spark."""
+
+    path: Path
     schema: pa.Schema
-    dictionary: list[str] | None
-    offset: tuple[str, int] | None
+    dictionary: list[str] | None = None
+    offset: tuple[str, int] | None = None
     """The offset column and the first offset, when the task assigns offsets."""
-    system_time: tuple[str, int] | None
+    system_time: tuple[str, int] | None = None
     """The system time column and its value in epoch milliseconds, when the task sets it."""
-    event_column: str | None
+    event_column: str | None = None
     """The column whose latest time the task reports, if any."""
 
 
@@ -95,7 +111,7 @@ def write_frame(
     offset: tuple[str, int] | None = None,
     system_time: tuple[str, int] | None = None,
     event_column: str | None = None,
-) -> tuple[WrittenFile, Timestamp | None] | None:
+) -> Written | None:
     """Write ``frame``, in its order, as one Parquet file of ``schema`` at ``path``;
     returns the file, hashed, and the latest time in ``event_column`` (when given), or
     None for no rows (no file is written then).
@@ -105,41 +121,56 @@ def write_frame(
     ``IncompatibleSchemaError`` and leaves no file, as does a value the cast refuses
     (``pa.ArrowInvalid``).
     """
-    plan = _Plan(str(path), schema, dictionary, offset, system_time, event_column)
+    output = Output(path, schema, dictionary, offset, system_time, event_column)
+    return write_partitions(frame.coalesce(1), [output])[0]
+
+
+def write_partitions(frame: DataFrame, outputs: Sequence[Output]) -> list[Written | None]:
+    """``write_frame`` for several files in one Spark query: partition ``i`` of
+    ``frame`` (one per output: ``sorted_by_output``), in its order, written as
+    ``outputs[i]`` by its own task. Returns each output's file, or None where the
+    partition has no rows.
+
+    All or nothing: when one output fails, the files of the others are removed too,
+    and the error of the first one that failed is raised."""
+    plans = tuple(outputs)
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield _write_partition(batches, plan)
+        context = TaskContext.get()
+        assert context is not None, "runs in a Spark task"
+        index = context.partitionId()
+        yield _write_partition(batches, plans[index], index)
 
-    results = _map_in_arrow(frame.coalesce(1), task).collect()
-    return _outcome(path, [r.asDict() for r in results])
+    results = _map_in_arrow(frame, task).collect()
+    return _outcomes(plans, [r.asDict() for r in results])
 
 
-def write_tables(
-    tables: Iterable[pa.Table], path: Path, schema: pa.Schema
-) -> tuple[WrittenFile, Timestamp | None] | None:
+def write_tables(tables: Iterable[pa.Table], path: Path, schema: pa.Schema) -> Written | None:
     """``write_frame`` for rows the driver streams from files, a row group at a time
     (a Ledger checkpoint's keys): the same file, written and hashed the same way,
     without the cost of a Spark job."""
-    plan = _Plan(str(path), schema, None, None, None, None)
-    return _outcome(path, _write_partition(iter(tables), plan).to_pylist())
+    output = Output(path, schema)
+    return _outcomes([output], _write_partition(iter(tables), output, 0).to_pylist())[0]
 
 
-def _outcome(
-    path: Path, summaries: list[dict[str, Any]]
-) -> tuple[WrittenFile, Timestamp | None] | None:
-    """The written file, from the writers' summaries, or the error one of them met."""
-    for summary in summaries:
-        if summary["error"] is not None:
-            path.unlink(missing_ok=True)
-            if summary["kind"] == _NOT_NULL:
-                raise IncompatibleSchemaError(summary["error"])
-            raise pa.ArrowInvalid(summary["error"])
-    written = [s for s in summaries if s["rows"]]
-    assert len(written) <= 1, "one partition writes one file"
-    return _written(path, written[0]) if written else None
+def _outcomes(outputs: Sequence[Output], summaries: list[dict[str, Any]]) -> list[Written | None]:
+    """The written files, from the writers' summaries, or the error the first output
+    that failed met (its own file already removed, the others' are removed here)."""
+    failed = sorted((s for s in summaries if s["error"] is not None), key=lambda s: s["output"])
+    if failed:
+        for output in outputs:
+            output.path.unlink(missing_ok=True)
+        if failed[0]["kind"] == _NOT_NULL:
+            raise IncompatibleSchemaError(failed[0]["error"])
+        raise pa.ArrowInvalid(failed[0]["error"])
+    written = {s["output"]: s for s in summaries if s["rows"]}
+    return [
+        _written(output.path, written[i]) if i in written else None
+        for i, output in enumerate(outputs)
+    ]
 
 
-def _written(path: Path, summary: dict[str, Any]) -> tuple[WrittenFile, Timestamp | None]:
+def _written(path: Path, summary: dict[str, Any]) -> Written:
     latest = summary["latest"]
     written = WrittenFile(
         path=path,
@@ -171,6 +202,18 @@ def sorted_in_one_partition(frame: DataFrame, order: Sequence[Column]) -> DataFr
     return frame.repartition(1).sortWithinPartitions(*order)
 
 
+def sorted_by_output(
+    frame: DataFrame, output: Column, outputs: int, order: Sequence[Column]
+) -> DataFrame:
+    """``frame`` in ``outputs`` partitions, the rows whose ``output`` (an integer
+    column) is ``i`` in partition ``i``, each sorted by ``order``: what
+    ``write_partitions`` writes as one file per output. As in
+    ``sorted_in_one_partition``, no sampling job, and the order must be total. Spark
+    keeps a partition count given this way even when adaptive execution would coalesce
+    small partitions, and a partition left empty is still there, its file then none."""
+    return frame.repartitionById(outputs, output).sortWithinPartitions(*order)
+
+
 def _map_in_arrow(
     frame: DataFrame, task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 ) -> DataFrame:
@@ -193,10 +236,11 @@ def _summary(**values: object) -> pa.RecordBatch:
 
 
 def _write_partition(
-    batches: Iterator[pa.RecordBatch] | Iterator[pa.Table], plan: _Plan
+    batches: Iterator[pa.RecordBatch] | Iterator[pa.Table], plan: Output, index: int
 ) -> pa.RecordBatch:
-    """Runs in the Spark task: conform each batch, write and hash row groups, report."""
-    path = Path(plan.path)
+    """Runs in the Spark task: conform each batch, write and hash row groups, report
+    as output ``index``."""
+    path = plan.path
     with _FileWriter(plan) as out:
         try:
             for batch in batches:
@@ -205,13 +249,14 @@ def _write_partition(
             out.finish()
         except pa.ArrowInvalid as error:
             out.discard()
-            return _summary(rows=0, error=str(error), kind=_CAST)
+            return _summary(output=index, rows=0, error=str(error), kind=_CAST)
     if out.null_message is not None:
         path.unlink(missing_ok=True)
-        return _summary(rows=0, error=out.null_message, kind=_NOT_NULL)
+        return _summary(output=index, rows=0, error=out.null_message, kind=_NOT_NULL)
     if out.sink is None:
-        return _summary(rows=0)
+        return _summary(output=index, rows=0)
     return _summary(
+        output=index,
         rows=out.rows,
         physical=out.sink.digest(),
         logical=out.logical or records_digest(path),  # nested: as a reader gets them
@@ -259,9 +304,9 @@ class _FileWriter:
     logical digest is fed exactly the row groups written, which is what a reader of
     the file gets (for flat columns the batching does not even matter)."""
 
-    def __init__(self, plan: _Plan) -> None:
+    def __init__(self, plan: Output) -> None:
         self._plan = plan
-        self._path = Path(plan.path)
+        self._path = plan.path
         self._writer: pq.ParquetWriter | None = None
         self.sink: _HashingSink | None = None
         """The file, opened with its first row group: no rows, no file."""
@@ -340,7 +385,7 @@ class _FileWriter:
         self._pending_bytes = rest.nbytes if rest is not None else 0
 
 
-def _conform(batch: pa.RecordBatch | pa.Table, plan: _Plan, start: int) -> pa.Table:
+def _conform(batch: pa.RecordBatch | pa.Table, plan: Output, start: int) -> pa.Table:
     """The batch as rows of the plan's schema, with the columns the task fills in."""
     n = batch.num_rows
     columns: dict[str, pa.Array] = {}

@@ -13,6 +13,8 @@ set again: its file holds some keys and names, in its metadata, the earlier chec
 store stays append-only and a head never reaches a missing object. Layers are merged
 like an LSM tree's (``write_keys_checkpoint``): O(log n) of them, each key rewritten
 O(log n) times. A checkpoint naming no layers (every one before layering) holds all.
+A run reads only the layers that may hold one of its batch's keys, as their footers'
+statistics tell (``_candidate_keys``): when keys grow, as ids do, none but the newest.
 
 A checkpoint is tagged with the strategy and key it was made for. When it or one of its
 layers is missing or was made for another strategy or key (a chain written by kamu, or
@@ -26,14 +28,16 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
+from pyspark.sql.types import DataType, StringType
 
 from ..engine.stored_rows import stored_rows
-from ..engine.write_slices import collected_schema, write_frame, write_tables
+from ..engine.write_slices import Output, Written, collected_schema, write_frame, write_tables
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.multiformat import Multihash
@@ -67,14 +71,24 @@ def write_checkpoint_frame(
 ) -> WrittenFile:
     """Have Spark write ``frame``, in its order, as a checkpoint for ``merge`` (every
     column nullable, types as ODF stores them), hashed as it is written."""
+    output = checkpoint_output(collected_schema(frame), merge, path)
+    return checkpoint_written(write_frame(frame, path, output.schema), output)
+
+
+def checkpoint_output(collected: pa.Schema, merge: models.MergeStrategy, path: Path) -> Output:
+    """The checkpoint for ``merge`` of rows that collect as ``collected`` (the Arrow
+    schema), written to ``path``: every column nullable, types as ODF stores them."""
     label = tag(merge)
     assert label is not None, "only Ledger and Snapshot keep checkpoints"
-    collected = collected_schema(frame)
     fields = [f.with_type(normalize_type(f.type)).with_nullable(True) for f in collected]
-    schema = pa.schema(fields, metadata={_TAG_KEY: label.encode()})
-    written = write_frame(frame, path, schema)
+    return Output(path, pa.schema(fields, metadata={_TAG_KEY: label.encode()}))
+
+
+def checkpoint_written(written: Written | None, output: Output) -> WrittenFile:
+    """The checkpoint file Spark wrote for ``output``; when it had no rows, an empty
+    one: an empty state is a state."""
     if written is None:
-        return write_parquet(schema.empty_table(), path)  # an empty state is a state
+        return write_parquet(output.schema.empty_table(), output.path)
     return written[0]
 
 
@@ -143,8 +157,8 @@ class Previous:
 
     frame: DataFrame
     layers: tuple[Layer, ...]
-    """The checkpoint files it was read from, oldest first; none when rebuilt from
-    history (no committed file holds it then)."""
+    """The checkpoint's files, oldest first (``frame`` may read only some of a
+    Ledger's); none when rebuilt from history (no committed file holds it then)."""
 
 
 def previous_checkpoint(
@@ -153,16 +167,172 @@ def previous_checkpoint(
     state: ChainState,
     merge: models.MergeStrategy,
     vocab: models.DatasetVocabulary,
+    batch: DataFrame | None = None,
 ) -> Previous | None:
     """The keys or state the merge compares against, or None before the first data:
-    one Spark read over every layer of the last checkpoint."""
+    one Spark read over every layer of the last checkpoint. Given the ``batch`` a
+    Ledger merges, only the layers that may hold one of its keys are read
+    (``_candidate_keys``)."""
     wanted = tag(merge)
     if wanted is None or state.last_offset is None:
         return None
     layers = _layers(dataset, state.checkpoint, wanted) if state.checkpoint else None
-    if layers is not None:
-        return Previous(spark.read.parquet(*[str(layer.path) for layer in layers]), layers)
-    return Previous(_rebuild(spark, dataset, state, merge, vocab), ())
+    if layers is None:
+        return Previous(_rebuild(spark, dataset, state, merge, vocab), ())
+    if batch is not None and isinstance(merge, models.MergeStrategyLedger):
+        return Previous(_candidate_keys(spark, layers, batch, merge.primary_key), layers)
+    return Previous(spark.read.parquet(*[str(layer.path) for layer in layers]), layers)
+
+
+def _candidate_keys(
+    spark: SparkSession, layers: Sequence[Layer], batch: DataFrame, primary_key: list[str]
+) -> DataFrame:
+    """The stored keys of the layers that may hold one of ``batch``'s keys; when none
+    may, no keys (an empty frame, which Spark plans away with the joins on it: a frame
+    made from an empty list would be an RDD, scanned and joined).
+
+    Ledger keys mostly grow (order ids, event ids): a batch then lies beyond every
+    layer but the newest few, and the layers it misses, however large, are neither
+    read nor joined, so a run costs what its batch costs, not what the history holds.
+    What a layer may hold is told by the statistics in its footer (each row group's
+    least and greatest key, and whether it has NULLs); the batch's by one small job
+    over its keys. That job is run only when the history suggests it pays: when some
+    stored keys lie outside the span of the newest ones (``_pays``). Random keys (all
+    spans alike) never pay it, and every layer is read, as before."""
+    groups = [_row_group_spans(layer.path, primary_key) for layer in layers]
+    wanted = _batch_spans(batch, primary_key) if _pays(groups) else None
+    if wanted is None:
+        read = list(layers)
+    else:
+        read = [
+            layer
+            for layer, spans in zip(layers, groups, strict=True)
+            if spans is None or any(_may_share(wanted, group) for _, group in spans)
+        ]
+    if not read:  # filtered out by a constant, which Spark turns into an empty relation
+        return batch.select(*[column(k) for k in primary_key]).where(F.lit(False))
+    return spark.read.parquet(*[str(layer.path) for layer in read])
+
+
+@dataclass(frozen=True)
+class Span:
+    """The values one key column takes in some rows: the least and the greatest that is
+    not NULL (both None when every one is NULL), compared as ``kind`` (``_kind``), and
+    whether NULL is among them."""
+
+    kind: str
+    low: Any
+    high: Any
+    nulls: bool
+
+    def may_share(self, other: Span) -> bool:
+        """Whether a value of one may equal, null-safely, a value of the other."""
+        if self.nulls and other.nulls:
+            return True
+        if self.low is None or other.low is None:
+            return False
+        if self.kind != other.kind:
+            return True  # of different types, which Spark casts to compare: not known
+        try:
+            return bool(self.low <= other.high and other.low <= self.high)
+        except TypeError:  # values Python cannot compare (bytes from a footer): not known
+            return True
+
+
+def _may_share(rows: Sequence[Span], others: Sequence[Span]) -> bool:
+    """Whether a key of some rows may equal one of others: every column may share."""
+    return all(a.may_share(b) for a, b in zip(rows, others, strict=True))
+
+
+def _kind(type_: pa.DataType) -> str | None:
+    """How the values of Arrow type ``type_`` compare, as Python values, the way Spark
+    compares them; None for a type where they may not (floating point: NaN and -0.0).
+    Strings compare by code point, which is UTF-8's byte order, Spark's."""
+    if pa.types.is_integer(type_):
+        return "integer"
+    if pa.types.is_decimal(type_):
+        return "decimal"
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return "string"
+    if pa.types.is_date(type_):
+        return "date"
+    if pa.types.is_timestamp(type_) and type_.unit != "ns":  # a datetime holds micros
+        return "timestamp" if type_.tz is None else "instant"
+    return None
+
+
+RowGroupSpans = list[tuple[int, list[Span]]]
+"""The rows of each row group of a file and the Span of each key column in it."""
+
+
+def _row_group_spans(path: Path, primary_key: list[str]) -> RowGroupSpans | None:
+    """The Spans of each row group of the layer at ``path``, from its footer; None when
+    a statistic is missing or a key's type has no ``_kind`` (it may hold anything)."""
+    footer = pq.read_metadata(path)
+    types = footer.schema.to_arrow_schema()
+    columns = []
+    for k in primary_key:
+        index = types.get_field_index(k)
+        kind = _kind(types.field(index).type) if index >= 0 else None
+        if kind is None:
+            return None
+        columns.append((index, kind))
+    groups = []
+    for group in range(footer.num_row_groups):
+        metadata = footer.row_group(group)
+        spans = []
+        for index, kind in columns:
+            chunk = metadata.column(index)
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count:
+                return None
+            if stats.has_min_max:
+                spans.append(Span(kind, stats.min, stats.max, stats.null_count > 0))
+            elif stats.null_count == chunk.num_values:  # NULLs only
+                spans.append(Span(kind, None, None, True))
+            else:
+                return None
+        groups.append((metadata.num_rows, spans))
+    return groups
+
+
+def _pays(groups: Sequence[RowGroupSpans | None]) -> bool:
+    """Whether some stored keys lie outside the span of the newest ones (the last row
+    group of the top layer), where keys that grow leave the layers a batch misses."""
+    top = groups[-1] if groups else None
+    if not top:
+        return False
+    newest = top[-1][1]
+    return any(
+        spans is not None and any(not _may_share(newest, group) for _, group in spans)
+        for spans in groups
+    )
+
+
+def _batch_spans(batch: DataFrame, primary_key: list[str]) -> list[Span] | None:
+    """The Span of each key column in ``batch`` (one aggregate, a row collected); None
+    when a key is not one of its columns (the merge reports that) or its type has no
+    ``_kind`` (or is a string compared by a collation other than bytes)."""
+    fields = {f.name: f.dataType for f in batch.schema.fields}
+    if any(k not in fields or _collated(fields[k]) for k in primary_key):
+        return None
+    aggregates = []
+    for k in primary_key:
+        aggregates += [F.min(column(k)), F.max(column(k)), F.bool_or(column(k).isNull())]
+    row = batch.agg(*aggregates).toArrow()
+    spans = []
+    for i in range(len(primary_key)):
+        low, high, nulls = (row.column(3 * i + j)[0] for j in range(3))
+        kind = _kind(low.type)
+        if kind is None:
+            return None
+        spans.append(Span(kind, low.as_py(), high.as_py(), bool(nulls.as_py())))
+    return spans
+
+
+def _collated(type_: DataType) -> bool:
+    """Whether ``type_`` is a string type whose equality is not byte-wise."""
+    return isinstance(type_, StringType) and type_ != StringType()
 
 
 def _layers(dataset: Dataset, top: Multihash, wanted: str) -> tuple[Layer, ...] | None:

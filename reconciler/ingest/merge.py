@@ -39,6 +39,11 @@ class Op:
     CORRECT_TO = 3
 
 
+_STATE = -1
+"""In ``merge_snapshot``, the kind of the state row that a row of the join gives besides
+its changelog rows (an ``op`` value to be); the row's ``op`` is then NULL."""
+
+
 @dataclass(frozen=True)
 class Merged:
     """The changelog rows of one slice, before offsets and system time are added."""
@@ -47,8 +52,11 @@ class Merged:
     """``op``, then the data columns, then ``ROW_ID``; event times may still be NULL."""
     order: list[Column]
     """The order in which offsets are assigned."""
-    state: DataFrame | None = None
-    """Snapshot only: the projected state after this slice (the next checkpoint)."""
+    state: Column | None = None
+    """Snapshot only: true for the rows of ``changes`` that are not changelog rows but
+    the projected state after this slice (the next checkpoint), ``op`` NULL. One pass
+    over the merge's input gives both, so a run reads its data once, with no cache, and
+    writes the slice and the checkpoint in one query."""
 
 
 def _op(value: int | Column, name: str) -> Column:
@@ -96,7 +104,9 @@ def merge_ledger(
     which Spark hashes the batch's keys, when they are small enough to broadcast, and
     streams the history through them), and only those few are matched against the new
     rows. A plain anti join would hash the whole history instead (broadcast while it
-    is small, shuffled past that) on every run, a cost that grows with the history."""
+    is small, shuffled past that) on every run, a cost that grows with the history.
+    ``keys`` need not be all the seen keys, only all that may be among the new rows':
+    a checkpoint's layers whose key range the batch misses are not read at all."""
     pk = strategy.primary_key
     names = data_columns(new)
     _require(names, pk, "primary key")
@@ -127,22 +137,27 @@ def merge_snapshot(
     state: DataFrame | None,
     op_column: str,
     event_column: str,
-    event_fallback: Column,
 ) -> Merged:
     """Change data capture of a full snapshot against the previous state: appends for new
     keys, retractions (with the old values and event time) for vanished keys, and a
-    correct-from/correct-to pair for changed rows."""
+    correct-from/correct-to pair for changed rows; along with them, the state after this
+    slice: per new row, its values if they changed, else the old ones (which keep their
+    old event time). Each row of the join of the two states gives all its rows at once
+    (an ``explode``), so the join runs once. Event times may still be NULL in both: the
+    writer fills them in alike."""
     names = data_columns(new)
     pk = strategy.primary_key
     _require(names, pk, "primary key")
     compared = strategy.compare_columns or [c for c in names if c not in pk]
     _require(names, compared, "compare")
     order = [*[column(k).asc_nulls_first() for k in pk], F.col(op_column).asc(), F.col(ROW_ID)]
-    filled = {event_column: F.coalesce(column(event_column), event_fallback)}
-    if state is None:
-        changes = new.select(_op(Op.APPEND, op_column), *[column(c) for c in names], F.col(ROW_ID))
-        projected = new.select(*[filled.get(c, column(c)).alias(c) for c in names])
-        return Merged(changes, order, projected)
+    is_state = F.col(op_column).isNull()
+    if state is None:  # every row is appended, and is the state
+        ops = F.array(F.lit(Op.APPEND), F.lit(None).cast(IntegerType()))  # INT, as _op casts
+        changes = new.select(
+            F.explode(ops).alias(op_column), *[column(c) for c in names], F.col(ROW_ID)
+        )
+        return Merged(changes, order, is_state)
 
     _require(state.columns, names, "data")
     old_refs = [f"__o{i}" for i in range(len(names))]
@@ -171,27 +186,26 @@ def merge_snapshot(
 
     changed = reduce(lambda a, b: a | b, [differs(c) for c in compared], F.lit(False))
     in_old, in_new = F.col("__old").isNotNull(), F.col("__new").isNotNull()
-    old_values = [F.col(r).alias(c) for c, r in zip(names, old_refs, strict=True)]
-    new_values = [F.col(r).alias(c) for c, r in zip(names, new_refs, strict=True)]
-    no_row = F.lit(None).cast("bigint").alias(ROW_ID)
-    parts = [
-        joined.where(~in_old).select(_op(Op.APPEND, op_column), *new_values, F.col(ROW_ID)),
-        joined.where(~in_new).select(_op(Op.RETRACT, op_column), *old_values, no_row),
-        joined.where(in_old & in_new & changed).select(
-            _op(Op.CORRECT_FROM, op_column), *old_values, F.col(ROW_ID)
-        ),
-        joined.where(in_old & in_new & changed).select(
-            _op(Op.CORRECT_TO, op_column), *new_values, F.col(ROW_ID)
-        ),
-    ]
-    changes = reduce(DataFrame.unionAll, parts)
-    keep_new = ~in_old | changed
-
-    def current(name: str, o: str, n: str) -> Column:
-        latest = F.coalesce(F.col(n), event_fallback) if name == event_column else F.col(n)
-        return F.when(keep_new, latest).otherwise(F.col(o)).alias(name)
-
-    projected = joined.where(in_new).select(
-        *[current(c, o, n) for c, o, n in zip(names, old_refs, new_refs, strict=True)]
+    both_changed = in_old & in_new & F.col("__changed")
+    kinds = F.array(
+        F.when(~in_old, Op.APPEND),
+        F.when(~in_new, Op.RETRACT),
+        F.when(both_changed, Op.CORRECT_FROM),
+        F.when(both_changed, Op.CORRECT_TO),
+        F.when(in_new, _STATE),
     )
-    return Merged(changes, order, projected)
+    rows = joined.select("*", changed.alias("__changed")).select(
+        "*", F.explode(F.filter(kinds, lambda kind: kind.isNotNull())).alias("__kind")
+    )
+    kind = F.col("__kind")
+    kept_old = (kind == _STATE) & in_old & ~F.col("__changed")
+    from_old = kind.isin(Op.RETRACT, Op.CORRECT_FROM) | kept_old
+    changes = rows.select(
+        _op(F.when(kind != _STATE, kind), op_column),
+        *[
+            F.when(from_old, F.col(o)).otherwise(F.col(n)).alias(c)
+            for c, o, n in zip(names, old_refs, new_refs, strict=True)
+        ],
+        F.col(ROW_ID),  # NULL for a retraction: no new row
+    )
+    return Merged(changes, order, is_state)

@@ -2,11 +2,12 @@
 
 This is kamu's DataWriter (ENGINE-SEMANTICS §1.2-§1.7, §1.10) on Spark: the merge runs
 on Spark, and a Spark task writes the slice as one Parquet file, in offset order, with
-its system columns and cast to the dataset's schema (``engine.write_slices``), then the
-checkpoint likewise; the driver only hashes the files, streaming them, so it never holds
-a slice. Blocks are
-appended only after every file is in place, and the head moves last, so a crash at any
-point leaves the chain as it was or with the whole iteration committed.
+its system columns and cast to the dataset's schema (``engine.write_slices``); a
+Snapshot's checkpoint is written by another task of the same query, from the same pass
+over the merge. The tasks hash the files as they write them, so the driver never holds
+a slice. Blocks are appended only after every file is in place, and the head moves
+last, so a crash at any point leaves the chain as it was or with the whole iteration
+committed.
 
 The first slice defines the dataset's schema (a ``SetDataSchema`` block before the first
 ``AddData``). A later slice must have the same columns, or, when its source declares a
@@ -29,7 +30,13 @@ from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, DateType, TimestampType
 
-from ..engine.write_slices import collected_schema, sorted_in_one_partition, write_frame
+from ..engine.write_slices import (
+    Output,
+    collected_schema,
+    sorted_by_output,
+    sorted_in_one_partition,
+    write_partitions,
+)
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainRuleError, ChainState
@@ -49,6 +56,8 @@ from ..odf.timestamps import Timestamp
 from .checkpoints import (
     CHECKPOINT_KIND,
     Previous,
+    checkpoint_output,
+    checkpoint_written,
     previous_checkpoint,
     write_checkpoint_frame,
     write_keys_checkpoint,
@@ -114,10 +123,9 @@ def stage(
     if request.frame is not None:
         frame = _prepare_frame(request.frame, vocab, schema)
         grown = None if schema is None else _slice_schema(frame, schema, vocab, request)
-        with _kept(frame, request.merge):
-            written, latest, written_checkpoint, slice_schema = _merge_and_write(
-                spark, dataset, state, request, frame, grown, workdir
-            )
+        written, latest, written_checkpoint, slice_schema = _merge_and_write(
+            spark, dataset, state, request, frame, grown, workdir
+        )
         if grown is None or grown is not schema:  # the first schema, or one grown
             staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
         if written is not None:
@@ -133,22 +141,6 @@ def stage(
                 checkpoint = None
     staged.data_event = _add_data(state, staged, checkpoint, watermark, request.source_state)
     return staged
-
-
-@contextmanager
-def _kept(frame: DataFrame, merge: models.MergeStrategy) -> Iterator[None]:
-    """Keep the prepared frame cached while a Snapshot reads it twice (its changes for
-    the slice, its state for the checkpoint), so it is computed once and both see the
-    same rows. Append and Ledger read it once (a Ledger checkpoint takes the keys from
-    the written slice): a cache would only add a copy of the data."""
-    if not isinstance(merge, models.MergeStrategySnapshot):
-        yield
-        return
-    frame.persist()
-    try:
-        yield
-    finally:
-        frame.unpersist()
 
 
 def _carried_checkpoint(dataset: Dataset, state: ChainState) -> models.Checkpoint | None:
@@ -249,12 +241,19 @@ def _merge_and_write(
     """Run the merge on Spark and have Spark write the changelog rows, in offset order,
     as the slice, then the strategy's next checkpoint: nothing is collected. Returns the
     written slice (None when the merge changed nothing), its latest event time, the
-    written checkpoint, if the strategy keeps one, and the slice's schema."""
+    written checkpoint, if the strategy keeps one, and the slice's schema.
+
+    A Snapshot's merge reads the prepared frame once, for its changelog and its state
+    alike (``Merged.state``): one query sorts each into a partition of its own and writes
+    both files side by side, the slice in its order and the state by primary key (the
+    same order: the key comes first in it). That needs no cache of the frame and no
+    second query after the slice's; the state is written even when the slice turns
+    out empty, and that file is then dropped, as no block names it."""
     vocab = state.vocabulary()
     op, event = vocab.operation_type_column, vocab.event_time_column
     fallback_time = request.source_event_time or request.system_time
     fallback = timestamp_literal(fallback_time, frame.schema[event].dataType)
-    previous = previous_checkpoint(spark, dataset, state, request.merge, vocab)
+    previous = previous_checkpoint(spark, dataset, state, request.merge, vocab, frame)
     before = _with_new_columns(previous.frame, frame) if previous is not None else None
     merged: Merged
     match request.merge:
@@ -263,29 +262,46 @@ def _merge_and_write(
         case models.MergeStrategyLedger():
             merged = merge_ledger(request.merge, frame, before, op, event)
         case models.MergeStrategySnapshot():
-            merged = merge_snapshot(request.merge, frame, before, op, event, fallback)
+            merged = merge_snapshot(request.merge, frame, before, op, event)
         case _:
             raise ValueError(f"merge strategy {request.merge.kind} is not supported")
+    if merged.state is None:
+        ordered = sorted_in_one_partition(merged.changes, merged.order)
+    else:  # the changelog in partition 0, the state in partition 1
+        by_output = F.when(merged.state, 1).otherwise(0)
+        ordered = sorted_by_output(merged.changes, by_output, 2, merged.order)
     names = [c for c in merged.changes.columns if c not in (ROW_ID, op, event)]
-    rows = sorted_in_one_partition(merged.changes, merged.order).select(
+    rows = ordered.select(
         column(op),
         F.coalesce(column(event), fallback).alias(event),
         *[column(c) for c in names],
     )
     schema = _slice_arrow_schema(collected_schema(rows), vocab, request, grown)
-    result = write_frame(
-        rows,
-        workdir / "slice.parquet",
-        schema,
-        dictionary=slice_dictionary(vocab),
-        offset=(vocab.offset_column, state.next_offset),
-        system_time=(vocab.system_time_column, request.system_time.epoch_millis),
-        event_column=event,
-    )
-    if result is None:
+    outputs = [
+        Output(
+            workdir / "slice.parquet",
+            schema,
+            dictionary=slice_dictionary(vocab),
+            offset=(vocab.offset_column, state.next_offset),
+            system_time=(vocab.system_time_column, request.system_time.epoch_millis),
+            event_column=event,
+        )
+    ]
+    if merged.state is not None:  # the data columns in the order the frame has them
+        columns = [column(c) for c in merged.changes.columns if c not in (ROW_ID, op)]
+        collected = collected_schema(rows.select(*columns))
+        outputs.append(checkpoint_output(collected, request.merge, workdir / "checkpoint.parquet"))
+    results = write_partitions(rows, outputs)
+    if results[0] is None:
+        for output in outputs[1:]:
+            output.path.unlink(missing_ok=True)
         return None, None, None, schema
-    written, latest = result
-    checkpoint = _next_checkpoint(request.merge, merged, previous, written, workdir)
+    written, latest = results[0]
+    checkpoint: WrittenFile | None
+    if merged.state is not None:
+        checkpoint = checkpoint_written(results[1], outputs[1])
+    else:
+        checkpoint = _next_checkpoint(request.merge, previous, written, workdir)
     return written, latest, checkpoint, schema
 
 
@@ -301,15 +317,15 @@ def _with_new_columns(before: DataFrame, frame: DataFrame) -> DataFrame:
 
 def _next_checkpoint(
     merge: models.MergeStrategy,
-    merged: Merged,
     previous: Previous | None,
     written: WrittenFile,
     workdir: Path,
 ) -> WrittenFile | None:
-    """What the next run needs from history: keys (Ledger: the slice's as a new layer
+    """What the next run of a strategy other than Snapshot (whose state is written
+    with its slice) needs from history: the keys (Ledger: the slice's as a new layer
     over the previous checkpoint's, or over none after the keys rebuilt from history,
-    copied from the files) or current state (Snapshot, written by Spark). A slice with
-    no rows changes neither, and the block carries the old one."""
+    copied from the files), or nothing. A slice with no rows changes none, and the block
+    carries the old one."""
     path = workdir / "checkpoint.parquet"
     if isinstance(merge, models.MergeStrategyLedger):
         sources = [written.path]
@@ -317,10 +333,6 @@ def _next_checkpoint(
             sources.insert(0, _rebuilt_keys(previous, merge, workdir))
         layers = previous.layers if previous is not None else ()
         return write_keys_checkpoint(layers, sources, merge, path)
-    if isinstance(merge, models.MergeStrategySnapshot) and merged.state is not None:
-        by_key = [column(k).asc_nulls_first() for k in merge.primary_key]
-        ordered = sorted_in_one_partition(merged.state, by_key)
-        return write_checkpoint_frame(ordered, merge, path)
     return None
 
 
