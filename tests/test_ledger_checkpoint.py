@@ -299,14 +299,8 @@ def test_a_ledger_run_reads_only_the_layers_its_key_range_meets(
     assert layers_read(spark, dataset, floats) == [0, 1, 2]
 
 
-def test_a_ledger_whose_keys_do_not_grow_skips_the_key_range_job(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """When every stored key lies within the span of the newest ones, no batch is
-    likely to miss a layer: the job that finds the batch's key range is not run."""
-    dataset, inbox = ledger(tmp_path)
-    for run, keys in enumerate([["5", "1", "9", "2"], ["4", "8"], ["7"]], 1):
-        pull(spark, dataset, inbox, run, keys)
+def key_range_jobs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The primary keys of each job run to find a batch's key range, as runs go on."""
     ranges: list[list[str]] = []
     real = checkpoints._batch_spans
 
@@ -315,6 +309,18 @@ def test_a_ledger_whose_keys_do_not_grow_skips_the_key_range_job(
         return real(batch, primary_key)
 
     monkeypatch.setattr(checkpoints, "_batch_spans", spy)
+    return ranges
+
+
+def test_a_ledger_whose_keys_do_not_grow_skips_the_key_range_job(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When every stored key lies within the span of the newest ones, no batch is
+    likely to miss a layer: the job that finds the batch's key range is not run."""
+    dataset, inbox = ledger(tmp_path)
+    for run, keys in enumerate([["5", "1", "9", "2"], ["4", "8"], ["7"]], 1):
+        pull(spark, dataset, inbox, run, keys)
+    ranges = key_range_jobs(monkeypatch)
     assert layers_read(spark, dataset, ids(spark, 100)) == [0, 1, 2]
     assert ranges == []
 
@@ -404,14 +410,7 @@ def test_a_malformed_row_fails_the_key_range_job_as_it_fails_the_slice_write(
     dataset, inbox = ledger(tmp_path)
     pull(spark, dataset, inbox, 1, ["1", "2"])
     pull(spark, dataset, inbox, 2, ["3"])
-    ranges: list[list[str]] = []
-    real = checkpoints._batch_spans
-
-    def spy(batch: DataFrame, primary_key: list[str]) -> list[checkpoints.Span] | None:
-        ranges.append(primary_key)
-        return real(batch, primary_key)
-
-    monkeypatch.setattr(checkpoints, "_batch_spans", spy)
+    ranges = key_range_jobs(monkeypatch)
     head = dataset.head()
     with pytest.raises(ReadError) as caught:
         pull(spark, dataset, inbox, 3, ["4", "x"])
