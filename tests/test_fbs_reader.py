@@ -397,6 +397,29 @@ def test_a_string_running_past_the_end_is_a_decode_error_not_a_shorter_string() 
         decode_block(_manifest(bytes(bad)))
 
 
+def test_the_data_block_reader_checks_vtables_and_vectors_as_the_generic_one_does() -> None:
+    """The fast path for data blocks reads vtables through the same ``slot_offsets``,
+    and a vector running past the buffer is an error there too, not a shorter value."""
+    event = models.AddData(
+        new_watermark=Timestamp.parse("2026-01-01T00:00:00Z"),
+        new_source_state=models.SourceState(source_name="default", kind="odf/etag", value="e-123"),
+    )
+    content = _content(event)
+    assert decode_block(_manifest(content)).event == event
+    bad = bytearray(content)
+    struct.pack_into("<I", bad, content.index(b"e-123") - 4, 10_000)
+    with pytest.raises(BlockDecodeError, match="runs past the end of the buffer"):
+        decode_block(_manifest(bytes(bad)))
+    root = struct.unpack_from("<I", content)[0]
+    vtable = root - struct.unpack_from("<i", content, root)[0]
+    event_at = root + struct.unpack_from("<H", content, vtable + 4 + 2 * 4)[0]
+    table = event_at + struct.unpack_from("<I", content, event_at)[0]
+    bad = bytearray(content)
+    struct.pack_into("<i", bad, table, table + 8)
+    with pytest.raises(BlockDecodeError, match=f"the vtable of the table at {table} lies outside"):
+        decode_block(_manifest(bytes(bad)))
+
+
 def test_a_string_that_is_not_utf8_is_a_decode_error() -> None:
     content = _content(models.SetInfo(description="abcdef"))
     bad = content.replace(b"abcdef", b"abc\xffef")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,8 @@ class Layer:
     hash: Multihash
     rows: int
     path: Path
+    footer: pq.FileMetaData = field(compare=False, repr=False)
+    """Its Parquet footer, read once: the tags, and the key statistics a run prunes by."""
 
 
 def write_keys_checkpoint(
@@ -199,7 +201,7 @@ def _candidate_keys(
     over its keys. That job is run only when the history suggests it pays: when some
     stored keys lie outside the span of the newest ones (``_pays``). Random keys (all
     spans alike) never pay it, and every layer is read, as before."""
-    groups = [_row_group_spans(layer.path, primary_key) for layer in layers]
+    groups = [_row_group_spans(layer.footer, primary_key) for layer in layers]
     wanted = _batch_spans(batch, primary_key) if _pays(groups) else None
     if wanted is None:
         read = list(layers)
@@ -265,10 +267,9 @@ RowGroupSpans = list[tuple[int, list[Span]]]
 """The rows of each row group of a file and the Span of each key column in it."""
 
 
-def _row_group_spans(path: Path, primary_key: list[str]) -> RowGroupSpans | None:
-    """The Spans of each row group of the layer at ``path``, from its footer; None when
-    a statistic is missing or a key's type has no ``_kind`` (it may hold anything)."""
-    footer = pq.read_metadata(path)
+def _row_group_spans(footer: pq.FileMetaData, primary_key: list[str]) -> RowGroupSpans | None:
+    """The Spans of each row group of a layer, from its ``footer``; None when a
+    statistic is missing or a key's type has no ``_kind`` (it may hold anything)."""
     types = footer.schema.to_arrow_schema()
     columns = []
     for k in primary_key:
@@ -365,7 +366,7 @@ def _layer(dataset: Dataset, hash_: Multihash, wanted: str) -> tuple[Layer, byte
     metadata = footer.metadata or {}
     if metadata.get(_TAG_KEY) != wanted.encode():
         return None
-    return Layer(hash_, footer.num_rows, path), metadata.get(_LAYERS_KEY, b"[]")
+    return Layer(hash_, footer.num_rows, path, footer), metadata.get(_LAYERS_KEY, b"[]")
 
 
 def _rebuild(

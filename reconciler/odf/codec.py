@@ -27,7 +27,7 @@ from . import models
 from .data_step import DataBlock, DataStep, NewCheckpoint, NewData
 from .fbs.Manifest import ManifestT
 from .fbs.Timestamp import CreateTimestamp
-from .fbs_reader import build_model, read_root
+from .fbs_reader import build_model, read_root, slot_offsets
 from .multiformat import ODF_METADATA_BLOCK, DatasetId, Multihash
 from .timestamps import Timestamp
 
@@ -321,7 +321,6 @@ def _data_event(step: DataStep) -> models.AddData | models.ExecuteTransform:
 # The parser below reads a data block's few tables with one ``unpack`` of each vtable and
 # no intermediate objects: a long chain is almost all data blocks, and a full integrity
 # check reads every one of them, so each call saved here is paid 100,000 times.
-_VTABLE_SLOTS = [struct.Struct(f"<{n}H") for n in range(9)]
 
 
 def _parse_data_block(buf: bytes) -> DataBlock | None:
@@ -339,16 +338,9 @@ def _parse_data_block(buf: bytes) -> DataBlock | None:
 
 
 def _fields(buf: bytes, pos: int, count: int) -> list[int]:
-    """The positions of a table's first ``count`` fields, 0 for an absent one."""
-    vtable = pos - _I32.unpack_from(buf, pos)[0]
-    present = (_U16.unpack_from(buf, vtable)[0] - 4) >> 1
-    if present > count:
-        present = count
-    offsets = _VTABLE_SLOTS[present].unpack_from(buf, vtable + 4)
-    fields = [pos + off if off else 0 for off in offsets]
-    if present < count:
-        fields += [0] * (count - present)
-    return fields
+    """The positions of a table's first ``count`` fields, 0 for an absent one (the
+    vtable read, and checked, as the generic reader reads it: ``slot_offsets``)."""
+    return [pos + off if off else 0 for off in slot_offsets(buf, pos, count)]
 
 
 def _ref(buf: bytes, at: int) -> int:
@@ -358,8 +350,11 @@ def _ref(buf: bytes, at: int) -> int:
 
 
 def _bytes(buf: bytes, at: int) -> bytes:
-    start = at + _U32.unpack_from(buf, at)[0]
-    return buf[start + 4 : start + 4 + _U32.unpack_from(buf, start)[0]]
+    start = at + _U32.unpack_from(buf, at)[0] + 4
+    end = start + _U32.unpack_from(buf, start - 4)[0]
+    if end > len(buf):  # a slice would end early, silently
+        raise ValueError(f"the vector at {start - 4} runs past the end of the buffer")
+    return buf[start:end]
 
 
 def _timestamp(buf: bytes, at: int) -> Timestamp:

@@ -199,7 +199,7 @@ def _overrun(buf: bytes, start: int, end: int) -> ValueError:
     )
 
 
-def _slot_offsets(buf: bytes, pos: int, count: int) -> tuple[int, ...]:
+def slot_offsets(buf: bytes, pos: int, count: int) -> tuple[int, ...]:
     """The offsets from ``pos`` of a table's first ``count`` slots, 0 for an absent one.
 
     A table with no fields (``MergeStrategyAppend``, say) has nothing to look up: its
@@ -431,7 +431,7 @@ def _item_reader(where: str, field: SchemaField, item: Any) -> Reader:
     read_union = _union_reader(where, wrapper[0].type, item)
 
     def read(buf: bytes, pos: int, budget: _Budget) -> Any:
-        kind_at, value_at = _slot_offsets(buf, pos, 2)
+        kind_at, value_at = slot_offsets(buf, pos, 2)
         kind = buf[pos + kind_at] if kind_at else 0
         if not value_at or not kind:
             raise ValueError(f"the {field.type} at {pos} holds no value")
@@ -468,7 +468,7 @@ def _union_reader(where: str, union: str, annotation: Any) -> UnionReader:
 def read_table(buf: bytes, pos: int, plan: _Plan, budget: _Budget) -> Any:
     """The model of the table at ``pos``: its present fields read, its absent scalars
     given their defaults, everything else absent left unset."""
-    offsets = _slot_offsets(buf, pos, plan.slots)
+    offsets = slot_offsets(buf, pos, plan.slots)
     values: dict[str, Any] = {}
     for name, slot, kind_slot, read, absent in plan.fields:
         at = offsets[slot]
