@@ -45,6 +45,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..ingest.frames import column
+from ..odf import models
 from ..odf.arrow_digest import RecordDigest
 from ..odf.multiformat import ARROW0_SHA3_256, Multihash
 from ..odf.schema_evolution import IncompatibleSchemaError
@@ -55,6 +56,7 @@ from ..odf.slices import (
     max_event_time,
     parquet_writer,
     records_digest,
+    slice_dictionary,
 )
 from ..odf.timestamps import Timestamp
 
@@ -102,26 +104,37 @@ class Output:
     """The column whose latest time the task reports, if any."""
 
 
-def write_frame(
-    frame: DataFrame,
+def slice_output(
     path: Path,
     schema: pa.Schema,
-    *,
-    dictionary: list[str] | None = None,
-    offset: tuple[str, int] | None = None,
-    system_time: tuple[str, int] | None = None,
+    vocab: models.DatasetVocabulary,
+    first_offset: int,
+    system_time: Timestamp,
     event_column: str | None = None,
-) -> Written | None:
-    """Write ``frame``, in its order, as one Parquet file of ``schema`` at ``path``;
-    returns the file, hashed, and the latest time in ``event_column`` (when given), or
-    None for no rows (no file is written then).
+) -> Output:
+    """A data slice of ``schema`` at ``path``, as ingest and transforms alike write it:
+    the offsets from ``first_offset`` and the system time filled in by the task, with
+    kamu's dictionary encoding."""
+    return Output(
+        path,
+        schema,
+        dictionary=slice_dictionary(vocab),
+        offset=(vocab.offset_column, first_offset),
+        system_time=(vocab.system_time_column, system_time.epoch_millis),
+        event_column=event_column,
+    )
 
-    ``frame`` has every column of ``schema`` (by name) but those the task fills in
-    (``offset``, ``system_time``). A NULL in a NOT NULL column fails with
+
+def write_frame(frame: DataFrame, output: Output) -> Written | None:
+    """Write ``frame``, in its order, as one Parquet file: ``output``. Returns the file,
+    hashed, and the latest time in its event column (when it has one), or None for no
+    rows (no file is written then).
+
+    ``frame`` has every column of the output's schema (by name) but those the task
+    fills in (offset, system time). A NULL in a NOT NULL column fails with
     ``IncompatibleSchemaError`` and leaves no file, as does a value the cast refuses
     (``pa.ArrowInvalid``).
     """
-    output = Output(path, schema, dictionary, offset, system_time, event_column)
     return write_partitions(frame.coalesce(1), [output])[0]
 
 

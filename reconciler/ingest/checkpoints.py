@@ -72,7 +72,7 @@ def write_checkpoint_frame(
     """Have Spark write ``frame``, in its order, as a checkpoint for ``merge`` (every
     column nullable, types as ODF stores them), hashed as it is written."""
     output = checkpoint_output(collected_schema(frame), merge, path)
-    return checkpoint_written(write_frame(frame, path, output.schema), output)
+    return checkpoint_written(write_frame(frame, output), output)
 
 
 def checkpoint_output(collected: pa.Schema, merge: models.MergeStrategy, path: Path) -> Output:

@@ -31,8 +31,8 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, DateType, TimestampType
 
 from ..engine.write_slices import (
-    Output,
     collected_schema,
+    slice_output,
     sorted_by_output,
     sorted_in_one_partition,
     write_partitions,
@@ -50,7 +50,6 @@ from ..odf.slices import (
     WrittenFile,
     latest_of,
     normalize_type,
-    slice_dictionary,
 )
 from ..odf.timestamps import Timestamp
 from .checkpoints import (
@@ -277,15 +276,9 @@ def _merge_and_write(
         *[column(c) for c in names],
     )
     schema = _slice_arrow_schema(collected_schema(rows), vocab, request, grown)
+    slice_file = workdir / "slice.parquet"
     outputs = [
-        Output(
-            workdir / "slice.parquet",
-            schema,
-            dictionary=slice_dictionary(vocab),
-            offset=(vocab.offset_column, state.next_offset),
-            system_time=(vocab.system_time_column, request.system_time.epoch_millis),
-            event_column=event,
-        )
+        slice_output(slice_file, schema, vocab, state.next_offset, request.system_time, event)
     ]
     if merged.state is not None:  # the data columns in the order the frame has them
         columns = [column(c) for c in merged.changes.columns if c not in (ROW_ID, op)]

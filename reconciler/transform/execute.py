@@ -33,7 +33,7 @@ from pyspark.sql.types import IntegerType, IntegralType
 
 from ..engine.query_check import QueryError, apply_transform
 from ..engine.stored_rows import rows_in_one_partition
-from ..engine.write_slices import collected_schema, write_frame
+from ..engine.write_slices import collected_schema, slice_output, write_frame
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..ingest.frames import column, is_time, normalize_timestamps
 from ..ingest.writer import Staged, data_slice, system_fields
@@ -43,7 +43,7 @@ from ..odf.chain import ChainState
 from ..odf.hashing import physical_hash
 from ..odf.repository import Dataset
 from ..odf.schema_evolution import grown_schema
-from ..odf.slices import normalize_type, slice_dictionary
+from ..odf.slices import normalize_type
 from ..odf.timestamps import Timestamp
 from .inputs import InputSlice
 from .ordering import deterministic_order
@@ -102,11 +102,9 @@ def stage_transform(
         staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
     written = write_frame(
         output,
-        workdir / "slice.parquet",
-        slice_schema,
-        dictionary=slice_dictionary(vocab),
-        offset=(vocab.offset_column, state.next_offset),
-        system_time=(vocab.system_time_column, system_time.epoch_millis),
+        slice_output(
+            workdir / "slice.parquet", slice_schema, vocab, state.next_offset, system_time
+        ),
     )
     if written is not None:
         staged.slice = written[0]
