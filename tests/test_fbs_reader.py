@@ -28,7 +28,7 @@ from odf_reference_decode import reference_decode, reference_decode_content
 from strategies import blocks_with
 
 from reconciler.odf import BlockDecodeError, decode_block, encode_block, fbs_reader, models
-from reconciler.odf.codec import _content_of
+from reconciler.odf.codec import _content_of, decode_data_block
 from reconciler.odf.fbs.Manifest import ManifestT
 from reconciler.odf.fbs.Timestamp import CreateTimestamp
 from reconciler.odf.multiformat import ODF_METADATA_BLOCK, DatasetId, Multihash
@@ -337,7 +337,9 @@ def test_every_truncation_and_byte_flip_decodes_or_raises_a_decode_error() -> No
 
 
 # Where the direct reader is stricter than the object API was, on purpose.
-STRICTER = re.compile(r"unknown \w+ type \d+|runs past the end of the buffer")
+STRICTER = re.compile(
+    r"unknown \w+ type \d+|runs past the end of the buffer|lacks its required \w+"
+)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -452,3 +454,77 @@ def test_shared_strings_decode_while_a_sharing_bomb_is_a_decode_error() -> None:
     assert_identical(block, reference_decode_content(_shared_keywords(3, 100)))
     with pytest.raises(BlockDecodeError, match="decodes to more than 8 times its size"):
         decode_block(_manifest(_shared_keywords(2_000, 10_000)))
+
+
+def _lacking(event: Any, system_time: Timestamp | None = T0) -> bytes:
+    """A stored block whose tables lack what ``event`` (built with ``model_construct``)
+    lacks: the encoder writes an absent reference for a field left None."""
+    block = models.MetadataBlock.model_construct(
+        system_time=system_time, prev_block_hash=None, sequence_number=1, event=event
+    )
+    return encode_block(block)
+
+
+INTERVAL = models.OffsetInterval(start=0, end=1)
+LACKING = {
+    "SetPollingSource lacks its required fetch": models.SetPollingSource.model_construct(
+        fetch=None, read=models.ReadStepCsv(), merge=models.MergeStrategyAppend()
+    ),
+    "DataSlice lacks its required logicalHash": models.AddData(
+        new_data=models.DataSlice.model_construct(
+            logical_hash=None, physical_hash=HASH, offset_interval=INTERVAL, size=3
+        )
+    ),
+    "DataSlice lacks its required physicalHash, offsetInterval": models.AddData(
+        new_data=models.DataSlice.model_construct(
+            logical_hash=HASH, physical_hash=None, offset_interval=None, size=3
+        )
+    ),
+    "Checkpoint lacks its required physicalHash": models.AddData(
+        new_checkpoint=models.Checkpoint.model_construct(physical_hash=None, size=3)
+    ),
+    "SourceState lacks its required kind": models.AddData(
+        new_source_state=models.SourceState.model_construct(source_name="s", kind=None, value="v")
+    ),
+    "ExecuteTransformInput lacks its required datasetId": models.ExecuteTransform(
+        query_inputs=[models.ExecuteTransformInput.model_construct(dataset_id=None)]
+    ),
+}
+
+
+@pytest.mark.parametrize("message", list(LACKING))
+def test_a_table_lacking_a_required_field_is_a_decode_error(message: str) -> None:
+    """Before, such a table decoded to a model without the attribute, and whatever rule
+    read it first failed with an AttributeError far from the block. Data blocks are read
+    by two paths (the model, and the tuples a full check folds): both say the same."""
+    data = _lacking(LACKING[message])
+    expected = f"malformed metadata block content: {message}$"
+    with pytest.raises(BlockDecodeError, match=expected):
+        decode_block(data)
+    if not message.startswith("SetPollingSource"):  # a data block
+        with pytest.raises(BlockDecodeError, match=expected):
+            decode_data_block(data)
+
+
+def test_a_data_block_lacking_its_system_time_is_a_decode_error() -> None:
+    data = _lacking(models.AddData(prev_offset=3), system_time=None)
+    message = "malformed metadata block content: MetadataBlock lacks its required systemTime$"
+    for decode in (decode_block, decode_data_block):
+        with pytest.raises(BlockDecodeError, match=message):
+            decode(data)
+
+
+def test_absent_scalars_are_their_defaults_not_missing_fields() -> None:
+    """FlatBuffers leaves out a scalar equal to its default: a slice of size 0 at
+    offsets 0..0 is complete, whatever its bytes lack."""
+    event = models.AddData(
+        new_data=models.DataSlice(
+            logical_hash=HASH,
+            physical_hash=HASH,
+            offset_interval=models.OffsetInterval(start=0, end=0),
+            size=0,
+        )
+    )
+    decoded = decode_block(_lacking(event))
+    assert decoded.event == event
+    assert decode_data_block(_lacking(event)).step.new_data == (HASH, HASH, 0, 0, 0)

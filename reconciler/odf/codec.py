@@ -27,7 +27,7 @@ from . import models
 from .data_step import DataBlock, DataStep, NewCheckpoint, NewData
 from .fbs.Manifest import ManifestT
 from .fbs.Timestamp import CreateTimestamp
-from .fbs_reader import build_model, read_root, slot_offsets
+from .fbs_reader import build_model, missing_field, read_root, slot_offsets
 from .multiformat import ODF_METADATA_BLOCK, DatasetId, Multihash
 from .timestamps import Timestamp
 
@@ -329,6 +329,8 @@ def _parse_data_block(buf: bytes) -> DataBlock | None:
     kind = _event_names().get(buf[event_type]) if event_type else None
     if not event or kind not in ("AddData", "ExecuteTransform"):
         return None
+    if not system_time:
+        raise missing_field(models.MetadataBlock, ["system_time"])
     return DataBlock(
         _timestamp(buf, system_time),
         Multihash.from_bytes(_bytes(buf, prev)) if prev else None,
@@ -369,6 +371,11 @@ def _u64(buf: bytes, at: int) -> int | None:
     return _U64.unpack_from(buf, at)[0] if at else None
 
 
+_SLICE_REFERENCES = ("logical_hash", "physical_hash", "offset_interval")
+"""A DataSlice's fields that are references: required, they have no default when absent
+(its scalars do: an absent scalar is its default, 0, in FlatBuffers)."""
+
+
 def _parse_data_step(buf: bytes, pos: int, transform: bool) -> DataStep:
     """AddData fields are 0-5; ExecuteTransform's are the same shifted by its inputs (0)."""
     if transform:
@@ -379,7 +386,10 @@ def _parse_data_step(buf: bytes, pos: int, transform: bool) -> DataStep:
     new_data = new_checkpoint = source_state = None
     if data:
         logical, physical, interval, size = _fields(buf, _ref(buf, data), 4)
-        start_at, end_at = _fields(buf, _ref(buf, interval), 2) if interval else (0, 0)
+        if not (logical and physical and interval):
+            present = zip(_SLICE_REFERENCES, (logical, physical, interval), strict=True)
+            raise missing_field(models.DataSlice, [name for name, at in present if not at])
+        start_at, end_at = _fields(buf, _ref(buf, interval), 2)
         new_data = NewData(
             _hash(buf, logical),  # type: ignore[arg-type]
             _hash(buf, physical),  # type: ignore[arg-type]
@@ -389,6 +399,8 @@ def _parse_data_step(buf: bytes, pos: int, transform: bool) -> DataStep:
         )
     if checkpoint:
         hash_at, size_at = _fields(buf, _ref(buf, checkpoint), 2)
+        if not hash_at:
+            raise missing_field(models.Checkpoint, ["physical_hash"])
         new_checkpoint = NewCheckpoint(_hash(buf, hash_at), _u64(buf, size_at) or 0)  # type: ignore[arg-type]
     if state:
         texts = zip(
@@ -420,7 +432,7 @@ def _query_inputs(buf: bytes, at: int) -> list[models.ExecuteTransformInput]:
 def _query_input(buf: bytes, pos: int) -> models.ExecuteTransformInput:
     dataset_id, prev_block, new_block, prev_offset, new_offset = _fields(buf, pos, 5)
     values: dict[str, Any] = {
-        "dataset_id": DatasetId.from_bytes(_bytes(buf, dataset_id) if dataset_id else b""),
+        "dataset_id": DatasetId.from_bytes(_bytes(buf, dataset_id)) if dataset_id else None,
         "prev_block_hash": _hash(buf, prev_block),
         "new_block_hash": _hash(buf, new_block),
         "prev_offset": _u64(buf, prev_offset),

@@ -57,18 +57,30 @@ def build_model(model_class: type[models.OdfModel], values: dict[str, Any]) -> A
     """What ``model_construct`` builds (defaults filled in, the given fields marked set),
     without its per-call overhead, which dominates decoding a small table. The fields
     keep their declaration order, as pydantic serialises ``__dict__`` in its order:
-    updating a copy of the template keeps the template's key order."""
+    updating a copy of the template keeps the template's key order.
+
+    A required field missing from ``values`` is a ``ValueError`` (``missing_field``):
+    a table without one (a ``SetPollingSource`` with no ``fetch``, say) is malformed,
+    and a model built without it would fail later, far from the block, in whatever
+    rule first reads the field."""
     template, required = _template(model_class)
+    if not required <= values.keys():
+        raise missing_field(model_class, sorted(required - values.keys()))
     fields = template.copy()
     fields.update(values)
-    if not required <= values.keys():
-        fields = {name: value for name, value in fields.items() if value is not _ABSENT}
     model = object.__new__(model_class)
     object.__setattr__(model, "__dict__", fields)
     object.__setattr__(model, "__pydantic_fields_set__", set(values))
     object.__setattr__(model, "__pydantic_extra__", None)
     object.__setattr__(model, "__pydantic_private__", None)
     return model
+
+
+def missing_field(model_class: type[models.OdfModel], names: list[str]) -> ValueError:
+    """The error for a table lacking required fields, named as ODF names them."""
+    fields = model_class.model_fields
+    listed = ", ".join(fields[n].alias or n if n in fields else n for n in names)
+    return ValueError(f"{model_class.__name__} lacks its required {listed}")
 
 
 # --- The schema --------------------------------------------------------------------------

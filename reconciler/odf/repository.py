@@ -24,12 +24,20 @@ import hashlib
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from . import chain
-from .codec import DEFAULT_VERSION, decode_block, decode_data_block, encode_block, peek_block
+from .codec import (
+    DEFAULT_VERSION,
+    BlockDecodeError,
+    decode_block,
+    decode_data_block,
+    encode_block,
+    peek_block,
+)
 from .data_step import DataBlock
 from .hashing import block_hash, names_digest, physical_hash, read_whole
 from .lock import repository_lock
@@ -200,7 +208,7 @@ class Dataset:
     def get_block(self, hash_: str, verify: bool = True) -> MetadataBlock:
         """Read a block; with ``verify`` its bytes must hash to its name."""
         data = self._verified_bytes(hash_) if verify else self.read_block_bytes(hash_)
-        return decode_block(data)
+        return _named(hash_, decode_block, data)
 
     def _verified_bytes(self, hash_: str) -> bytes:
         """A block's bytes, which must hash to its name."""
@@ -225,7 +233,7 @@ class Dataset:
             block: MetadataBlock | DataBlock | None = found.get(current)
             if block is None:
                 data = self._verified_bytes(current)
-                block = decode_data_block(data) or decode_block(data)
+                block = _named(current, _judged, data)
             yield current, block
             current = block.prev_block_hash
 
@@ -268,7 +276,7 @@ class Dataset:
             kind, prev = peek_block(data)
             is_data = kind in ("AddData", "ExecuteTransform")
             if not is_data or not have_newest_data or not have_offset:
-                block = decode_block(data)
+                block = _named(current, decode_block, data)
                 wanted.append((current, block))
                 if is_data:
                     have_newest_data = True
@@ -594,6 +602,23 @@ class OdfRepository:
             else:
                 if has_head:
                     yield entry.name, None
+
+
+_B = TypeVar("_B")
+
+
+def _judged(data: bytes) -> MetadataBlock | DataBlock:
+    """A block as a fold that only judges it takes it: a data block as tuples."""
+    return decode_data_block(data) or decode_block(data)
+
+
+def _named(hash_: str, decode: Callable[[bytes], _B], data: bytes) -> _B:
+    """``decode(data)``, a malformed block named in the error: its bytes hash to its
+    name, so someone wrote it that way, and the reader of a report must find it."""
+    try:
+        return decode(data)
+    except BlockDecodeError as error:
+        raise BlockDecodeError(f"block {hash_}: {error}") from None
 
 
 def _links_into(link: Path, root: Path) -> bool:
