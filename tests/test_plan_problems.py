@@ -158,6 +158,23 @@ def test_an_unknown_input_is_an_error_counted_once(repo: GitOpsRepo) -> None:
     assert document["summary"]["errors"] == 1
 
 
+def test_an_input_spelled_in_other_letter_case_is_an_error_that_says_how_it_is_spelled(
+    repo: GitOpsRepo,
+) -> None:
+    repo.write(
+        READER, manifest(READER, "Derivative", derivative_events(["Org.Example.A"], "SELECT 1"))
+    )
+    code, document = plan_json(repo)
+    assert code == 1
+    assert [(p["message"], p["severity"]) for p in document["problems"]] == [
+        (
+            "input 'Org.Example.A' of 'org.example.b' is not a dataset of this repository;"
+            " it is spelled 'org.example.a'",
+            "error",
+        )
+    ]
+
+
 def test_a_plan_that_needs_java_where_there_is_none_is_one_error(repo: GitOpsRepo) -> None:
     repo.write(READER, reader("SELECT event_time, a FROM `org.example.a`"))
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}

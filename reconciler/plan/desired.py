@@ -153,7 +153,8 @@ def _resolve_inputs(
         if name not in by_name:
             state.problems.append(
                 Problem(
-                    f"input {ref!r} of {item.snapshot.name!r} is not a dataset of this repository",
+                    f"input {ref!r} of {item.snapshot.name!r} is not a dataset of this repository"
+                    + _spelled_otherwise(name, by_name),
                     dataset=item.snapshot.name,
                     location=Location(str(item.file), item.line),
                     field="content.metadata[SetTransform].inputs",
@@ -162,6 +163,15 @@ def _resolve_inputs(
             continue
         names.append(name)
     return names
+
+
+def _spelled_otherwise(name: str, by_name: dict[str, LoadedSnapshot]) -> str:
+    """The hint for a reference that names a dataset in other letter case: the two are
+    one dataset (names are case-insensitive, so both cannot exist), but its chain lives
+    under the manifest's spelling, which the reference must use."""
+    key = name_key(name)
+    same = [other for other in by_name if name_key(other) == key]
+    return f"; it is spelled {same[0]!r}" if same else ""
 
 
 def _dependency_order(
