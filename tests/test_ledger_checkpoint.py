@@ -181,37 +181,48 @@ def test_a_layered_ledger_gives_exactly_the_slices_of_one_rebuilt_from_history(
 SOURCE = "day,id,qty\n"
 
 
-def test_a_run_fetches_every_layer_it_reads_from_the_object_store(
-    spark: SparkSession,
-    tmp_path: Path,
-    credentials: S3Server,  # noqa: F811
-) -> None:
-    root = tmp_path / "repo"
+def s3_ledger(root: Path, server: S3Server, runs: list[str]) -> Dataset:
+    """A Ledger root keeping its data in the object store, applied once over one file
+    per entry of ``runs`` (its keys, space-separated): one run each; then its cache
+    is emptied, as in a fresh checkout."""
     repo = GitOpsRepo.create(root)
     (root / "pyproject.toml").write_text(
         f'[tool.reconciler]\ndata_store = "s3://{BUCKET}/layers"\n\n'
-        f'[tool.reconciler.s3]\nendpoint_url = "{credentials.endpoint}"\nregion = "us-east-1"\n'
+        f'[tool.reconciler.s3]\nendpoint_url = "{server.endpoint}"\nregion = "us-east-1"\n'
     )
     events = root_events(
         schema="[day DATE, id STRING, qty BIGINT]", merge="{kind: Ledger, primaryKey: [id]}"
     )
     repo.write("org.example.ledger", manifest("org.example.ledger", "Root", events))
     (root / "sources").mkdir()
-    for n, ids in enumerate(["a b c d", "e f", "g"], 1):  # one apply: three runs
+    for n, ids in enumerate(runs, 1):
         lines = [f"2026-01-0{n},{i},{n}" for i in ids.split()]
         (root / "sources" / f"{n}.csv").write_text(SOURCE + "\n".join(lines) + "\n")
     result = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
     assert result.exit_code == 0, result.output
+    shutil.rmtree(root / ".reconcile-cache")
+    return RepoConfig.load(root).repository().dataset("org.example.ledger")
 
-    dataset = RepoConfig.load(root).repository().dataset("org.example.ledger")
+
+def s3_layers(dataset: Dataset) -> tuple[Layer, ...]:
+    """The layers the next run starts from, found by their footers alone."""
     state = dataset.state()
-    merge = models.MergeStrategyLedger(primary_key=["id"])
-    previous = previous_checkpoint(spark, dataset, state, merge, state.vocabulary())
-    assert previous is not None
-    expected = [layer.hash for layer in previous.layers]
-    assert [layer.rows for layer in previous.layers] == [4, 2, 1]
+    assert state.checkpoint is not None
+    found = checkpoints._layers(dataset, state.checkpoint, checkpoints.tag(LEDGER) or "")
+    assert found is not None
+    return found
 
-    shutil.rmtree(root / ".reconcile-cache")  # a fresh checkout: nothing cached
+
+def test_a_run_fetches_every_layer_it_reads_from_the_object_store(
+    spark: SparkSession,
+    tmp_path: Path,
+    credentials: S3Server,  # noqa: F811
+) -> None:
+    root = tmp_path / "repo"
+    dataset = s3_ledger(root, credentials, ["a b c d", "e f", "g"])
+    layers = s3_layers(dataset)
+    expected = [layer.hash for layer in layers]
+    assert [layer.rows for layer in layers] == [4, 2, 1]
     (root / "sources" / "5.csv").write_text(SOURCE + "2026-01-05,a,5\n2026-01-05,h,5\n")
     before = len(credentials.requests())
     result = cli(root, "apply", "--yes", "--system-time", "2026-01-02T06:00:00Z")
@@ -223,6 +234,40 @@ def test_a_run_fetches_every_layer_it_reads_from_the_object_store(
     assert not any(p.startswith(f"/{BUCKET}/layers/data/") for p in gets), gets
     # "a", in the bottom layer, is still known: only "h" is new.
     assert slices(dataset)[-1].column("id").to_pylist() == ["h"]
+    integrity = cli(root, "verify", "--integrity")
+    assert integrity.exit_code == 0, integrity.output
+
+
+def test_a_run_downloads_no_layer_its_keys_cannot_meet(
+    spark: SparkSession,
+    tmp_path: Path,
+    credentials: S3Server,  # noqa: F811
+) -> None:
+    """Only the footers of the layers are read from the store to prune them, so a run
+    whose keys lie beyond every layer downloads none: before, every layer was fetched
+    whole to read its footer, and the top one again for its size."""
+    root = tmp_path / "repo"
+    dataset = s3_ledger(root, credentials, ["a b c d", "e f"])
+    old = [layer.hash for layer in s3_layers(dataset)]
+    assert len(old) == 2
+    cached = root / ".reconcile-cache" / "checkpoints"
+    assert not cached.exists()  # judging the layers by their footers fetched nothing
+
+    (root / "sources" / "3.csv").write_text(SOURCE + "2026-01-03,x,3\n")
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-02T06:00:00Z")
+    assert result.exit_code == 0, result.output
+    # The cache holds the one object this run wrote (kept as it was uploaded): no old one.
+    layers = s3_layers(dataset)
+    assert [layer.hash for layer in layers[:2]] == old
+    assert [layer.rows for layer in layers] == [4, 2, 1]
+    assert sorted(p.name for p in cached.iterdir()) == [layers[2].hash]
+    assert slices(dataset)[-1].column("id").to_pylist() == ["x"]
+    # A batch of a known key meets the bottom layer only: that one is downloaded.
+    (root / "sources" / "4.csv").write_text(SOURCE + "2026-01-04,b,4\n")
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-03T06:00:00Z")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in cached.iterdir()) == sorted([old[0], layers[2].hash])
+    assert len(slices(dataset)) == 3  # "b" is known: no new slice
     integrity = cli(root, "verify", "--integrity")
     assert integrity.exit_code == 0, integrity.output
 

@@ -41,7 +41,7 @@ from ..engine.write_slices import Output, Written, collected_schema, write_frame
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.multiformat import Multihash
-from ..odf.repository import Dataset
+from ..odf.repository import Dataset, DatasetLayout
 from ..odf.slices import WrittenFile, normalize_type, write_parquet
 from .frames import column
 from .merge import Op
@@ -99,9 +99,16 @@ class Layer:
 
     hash: Multihash
     rows: int
-    path: Path
+    layout: DatasetLayout = field(compare=False, repr=False)
     footer: pq.FileMetaData = field(compare=False, repr=False)
-    """Its Parquet footer, read once: the tags, and the key statistics a run prunes by."""
+    """Its Parquet footer, read once: the tags, and the key statistics a run prunes by.
+    From a remote store only the footer is read; the file is fetched when it is read
+    (``path``), so a layer a run's keys cannot meet is never downloaded."""
+
+    @property
+    def path(self) -> Path:
+        """The file, fetched from a remote store on first use."""
+        return self.layout.checkpoint_file(self.hash)
 
 
 def write_keys_checkpoint(
@@ -357,16 +364,17 @@ def _layers(dataset: Dataset, top: Multihash, wanted: str) -> tuple[Layer, ...] 
 
 
 def _layer(dataset: Dataset, hash_: Multihash, wanted: str) -> tuple[Layer, bytes] | None:
-    """Checkpoint ``hash_`` (fetched if the store is remote) and the JSON list of the
-    layers under it, or None when it is missing or its tag is not ``wanted``."""
-    path = dataset.layout.checkpoint_file(hash_)
-    if not path.exists():
+    """Checkpoint ``hash_`` (only its footer read, if the store is remote) and the
+    JSON list of the layers under it, or None when it is missing or its tag is not
+    ``wanted``."""
+    footer = dataset.layout.checkpoint_footer(hash_)
+    if footer is None:
         return None
-    footer = pq.read_metadata(path)
     metadata = footer.metadata or {}
     if metadata.get(_TAG_KEY) != wanted.encode():
         return None
-    return Layer(hash_, footer.num_rows, path, footer), metadata.get(_LAYERS_KEY, b"[]")
+    layer = Layer(hash_, footer.num_rows, dataset.layout, footer)
+    return layer, metadata.get(_LAYERS_KEY, b"[]")
 
 
 def _rebuild(

@@ -149,10 +149,10 @@ def _carried_checkpoint(dataset: Dataset, state: ChainState) -> models.Checkpoin
     needs it rebuilds it from history."""
     if state.checkpoint is None:
         return None
-    path = dataset.layout.checkpoint_file(state.checkpoint)
-    if not path.exists():
+    size = dataset.layout.checkpoint_size(state.checkpoint)  # a remote one is not fetched
+    if size is None:
         return None
-    return models.Checkpoint(physical_hash=state.checkpoint, size=path.stat().st_size)
+    return models.Checkpoint(physical_hash=state.checkpoint, size=size)
 
 
 def data_slice(written: WrittenFile | None, start: int) -> models.DataSlice | None:

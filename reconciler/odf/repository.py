@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import pyarrow.parquet as pq
+
 from . import chain
 from .codec import (
     DEFAULT_VERSION,
@@ -155,6 +157,23 @@ class DatasetLayout:
         if self.store is not None:
             return self.store.fetch(hash_, "checkpoint")
         return self.checkpoints / hash_
+
+    def checkpoint_footer(self, hash_: str) -> pq.FileMetaData | None:
+        """A checkpoint's Parquet footer (None when it is missing), without fetching
+        the rest of it from a remote store (``DataStore.footer``)."""
+        if self.store is not None:
+            return self.store.footer(hash_, "checkpoint")
+        path = self.checkpoints / hash_
+        return pq.read_metadata(path) if path.is_file() else None
+
+    def checkpoint_size(self, hash_: str) -> int | None:
+        """A checkpoint's size in bytes (None when it is missing), without fetching it."""
+        if self.store is not None:
+            return self.store.size(hash_, "checkpoint")
+        try:
+            return (self.checkpoints / hash_).stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            return None
 
     @property
     def stores(self) -> tuple[Path, Path, Path]:

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+import pyarrow.parquet as pq
+
 KINDS = ("data", "checkpoint")
 
 
@@ -53,6 +55,13 @@ class DataStore(Protocol):
 
     def open(self, hash_: str, kind: str) -> contextlib.AbstractContextManager[BinaryIO]:
         """The object's bytes as a stream (``FileNotFoundError`` when it is missing)."""
+
+    def footer(self, hash_: str, kind: str) -> pq.FileMetaData | None:
+        """The Parquet footer of the object, or None when it is missing; a remote store
+        reads only the footer's bytes unless the object is cached already, so a run can
+        judge from a footer whether it needs the rest. Those bytes are not checked
+        against the object's hash (only a whole object can be): the object is, when it
+        is fetched to be read, and ``verify --integrity`` checks every one."""
 
 
 def folder_of(kind: str) -> str:
@@ -97,6 +106,10 @@ class LocalStore:
             raise FileNotFoundError(path)
         with open(path, "rb", buffering=0) as f:
             yield f
+
+    def footer(self, hash_: str, kind: str) -> pq.FileMetaData | None:
+        path = self.path(hash_, kind)
+        return pq.read_metadata(path) if path.is_file() else None
 
 
 def fsync_dir(path: Path) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from .multiformat import Multihash
@@ -128,6 +129,18 @@ class FileSystemStore:
             stream = self.filesystem.open_input_stream(self.key(hash_, kind))
         with stream:
             yield stream
+
+    def footer(self, hash_: str, kind: str) -> pq.FileMetaData | None:
+        cached = self.cache / folder_of(kind) / hash_
+        if cached.is_file():
+            return pq.read_metadata(cached)
+        try:
+            with self._errors(f"cannot read {folder_of(kind)}/{hash_}"):
+                source = self.filesystem.open_input_file(self.key(hash_, kind))
+                with source:  # pyarrow reads the footer with a ranged request or two
+                    return pq.read_metadata(source)
+        except FileNotFoundError:
+            return None
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
