@@ -4,8 +4,6 @@ a floating-point sum, whose value depends on the order of its additions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,6 +17,7 @@ from reconciler.apply import Status
 from reconciler.engine.stored_rows import MOST_SCANS, rows_in_one_partition
 from reconciler.odf import models
 from reconciler.odf.arrow_schema import encode_arrow_schema
+from reconciler.transform.one_task import session_conf
 from reconciler.verify import dataset_names, verify_dataset
 
 PARTITIONINGS: list[dict[str, str]] = [
@@ -35,22 +34,6 @@ PARTITIONINGS: list[dict[str, str]] = [
 """The test session's settings, then one core's worth of everything, then many small
 splits and shuffle partitions (which adaptive execution would otherwise merge back into
 one, at the size of these tests)."""
-
-
-@contextmanager
-def settings(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
-    """``conf`` set on the shared session for the block, then put back as it was."""
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def slice_files(folder: Path, sizes: list[int]) -> tuple[list[Path], bytes]:
@@ -73,7 +56,7 @@ def test_inputs_are_one_partition_in_offset_order_however_the_files_split(
     tmp_path: Path, spark: SparkSession, conf: dict[str, str]
 ) -> None:
     files, schema = slice_files(tmp_path, [1_000, 3_000, 2_000])
-    with settings(spark, conf):
+    with session_conf(spark, conf):
         if "spark.sql.files.maxPartitionBytes" in conf:  # the case this test is about
             assert spark.read.parquet(str(files[1])).rdd.getNumPartitions() > 4
         whole = rows_in_one_partition(spark, schema, files, "offset")
@@ -89,7 +72,7 @@ def test_many_slices_are_sorted_into_one_partition(tmp_path: Path, spark: SparkS
     """Beyond MOST_SCANS files, one scan of them all, sorted by offset."""
     sizes = [10 * (1 + i % 3) for i in range(MOST_SCANS + 1)]
     files, schema = slice_files(tmp_path, sizes)
-    with settings(spark, PARTITIONINGS[2]):
+    with session_conf(spark, PARTITIONINGS[2]):
         frame = rows_in_one_partition(spark, schema, files, "offset")
         assert frame.rdd.getNumPartitions() == 1
         assert [r.offset for r in frame.collect()] == list(range(sum(sizes)))
@@ -110,7 +93,7 @@ def test_a_floating_point_aggregate_is_the_same_however_spark_partitions_it(
 ) -> None:
     hashes = []
     for n, conf in enumerate(PARTITIONINGS):
-        with settings(spark, conf):
+        with session_conf(spark, conf):
             repo = make_repo(tmp_path / str(n))
             for k, part in enumerate((VALUES[:1_800], VALUES[1_800:]), start=1):
                 csv = "day,id,price\n" + price_rows(part, 0 if k == 1 else 1_800)

@@ -62,7 +62,9 @@ def rows_in_one_partition(
     merged once, so even a floating-point sum (whose result depends on the order of
     its additions) comes out the same for any number of cores, shuffle partitions or
     split size. Across partitions, partial sums are added in an order set by how the
-    input was split and which task finished first.
+    input was split and which task finished first. A transform's query also runs under
+    settings that keep each of its steps in this one partition and make each join a
+    sort-merge join (``transform.one_task``).
 
     Each slice is written in offset order, and slices follow each other in the chain,
     so the files are read each as its own scan, concatenated in chain order by a

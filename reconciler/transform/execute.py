@@ -1,13 +1,15 @@
 """Run a derivative's SQL over its inputs' new slices and stage the result (§2).
 
 Each input is a view under its alias holding only its unconsumed rows, in one partition
-in offset order (``engine.stored_rows.rows_in_one_partition``: what makes the result
-the same however Spark partitions the work). The query's output keeps its own row
-order: offsets follow it, ``op`` passes through when the query selects it (so
-retractions and corrections flow through a map or a filter) and is 0 otherwise, and
-``system_time`` is the run's. Columns are ``offset, op, system_time`` and then the
-query's, as the Spark engine writes them. A Spark task writes the slice and hashes it as
-it writes (``engine.write_slices``).
+in offset order (``engine.stored_rows.rows_in_one_partition``), and the query runs
+under settings that keep its plan in that one partition and fix its join strategy
+(``one_task``): what makes the result the same however Spark is configured to
+partition the work. The query's output keeps its own row order: offsets follow it,
+``op`` passes through when the query selects it (so retractions and corrections flow
+through a map or a filter) and is 0 otherwise, and ``system_time`` is the run's.
+Columns are ``offset, op, system_time`` and then the query's, as the Spark engine
+writes them. A Spark task writes the slice and hashes it as it writes
+(``engine.write_slices``).
 
 The first run records the output's schema (a ``SetDataSchema`` before the
 ``ExecuteTransform``), even over inputs with no data yet. A later output with new
@@ -46,6 +48,7 @@ from ..odf.schema_evolution import grown_schema
 from ..odf.slices import normalize_type
 from ..odf.timestamps import Timestamp
 from .inputs import InputSlice
+from .one_task import one_task
 from .ordering import deterministic_order
 
 
@@ -84,28 +87,32 @@ def stage_transform(
     system_time: Timestamp,
     workdir: Path,
 ) -> Staged:
-    """Run the query over ``inputs`` and write the slice and checkpoint; append nothing."""
+    """Run the query over ``inputs`` and write the slice and checkpoint; append nothing.
+
+    The query is planned and run (by ``write_frame``) under ``one_task``'s settings,
+    so that the repository's Spark conf cannot change its result."""
     assert state.transform is not None
     vocab = state.vocabulary()
-    frames = {i.alias: _input_frame(spark, i) for i in inputs}
-    try:
-        output = apply_transform(spark, frames, state.transform.transform)
-    except QueryError as e:
-        where = f" (line {e.line})" if e.line else ""
-        raise TransformError(f"query failed{where}: {e.message}") from None
-    output = deterministic_order(_checked_output(output, vocab), vocab)
-    collected = collected_schema(output)
-    staged = Staged(head=state.head)
-    schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
-    slice_schema = _slice_schema(collected, output, vocab, schema)
-    if schema is None or slice_schema.names != schema.names:  # the first, or grown
-        staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
-    written = write_frame(
-        output,
-        slice_output(
-            workdir / "slice.parquet", slice_schema, vocab, state.next_offset, system_time
-        ),
-    )
+    with one_task(spark):
+        frames = {i.alias: _input_frame(spark, i) for i in inputs}
+        try:
+            output = apply_transform(spark, frames, state.transform.transform)
+        except QueryError as e:
+            where = f" (line {e.line})" if e.line else ""
+            raise TransformError(f"query failed{where}: {e.message}") from None
+        output = deterministic_order(_checked_output(output, vocab), vocab)
+        collected = collected_schema(output)
+        staged = Staged(head=state.head)
+        schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
+        slice_schema = _slice_schema(collected, output, vocab, schema)
+        if schema is None or slice_schema.names != schema.names:  # the first, or grown
+            staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
+        written = write_frame(
+            output,
+            slice_output(
+                workdir / "slice.parquet", slice_schema, vocab, state.next_offset, system_time
+            ),
+        )
     if written is not None:
         staged.slice = written[0]
         staged.files.append((staged.slice.path, "data"))

@@ -8,8 +8,10 @@ Each input is one partition in offset order (``engine.stored_rows.rows_in_one_pa
 and Spark keeps row order through projections, filters, limits and generators, so two
 cases are already deterministic and stay as the query wrote them: a query that ends in
 its own ``ORDER BY``, and a map or filter over one input. Everything else (joins,
-aggregations, windows, unions, ``DISTINCT``) comes out in an order set by shuffle
-partitioning and by which task finished first. Those outputs are sorted by event time,
+aggregations, windows, unions, ``DISTINCT``) comes out in an order no one promises:
+even in the one task the query runs as (``one_task``) it is set by the operators'
+internals (a hash aggregate's table, a sort's spills), which memory and Spark versions
+change. Those outputs are sorted by event time,
 then op, then every other column, which is a total order over distinct rows: rows equal
 in all of those columns are indistinguishable (map columns, which Spark cannot order,
 are the one exception). Retractions and corrections keep their meaning: at the same
