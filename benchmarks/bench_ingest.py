@@ -4,6 +4,12 @@ Why: ingest is what a scheduled reconcile spends its time on. Two questions matt
 1. What does ODF ingest (merge, offsets, system columns, one Parquet slice, physical and
    logical hashes, checkpoint, blocks) cost on top of the cheapest possible Spark job
    over the same file, ``spark.read.csv(...).write.parquet(...)`` in the same session?
+   That job writes unsorted parts in parallel, while a slice is one file sorted by the
+   strategy's order (event time, or the primary key for Snapshot). Two more plain-Spark
+   jobs show what that shape costs by itself: the same rows written as one Parquet file
+   sorted that way (``repartition(1).sortWithinPartitions(...)``), and the sort alone,
+   each partition sorted in parallel and nothing written (the ``noop`` sink): a floor
+   below which no ingest that sorts can go, however it writes.
 2. Does a run cost what its new data costs, or what the history costs? The 1st and the
    Nth ingest of the same amount of new data are timed per strategy; kamu re-reads every
    past slice for Ledger and Snapshot, the checkpoints here should keep the ratio near 1.
@@ -36,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,6 +59,22 @@ MERGES: dict[str, models.MergeStrategy] = {
     "Ledger": models.MergeStrategyLedger(primary_key=["id"]),
     "Snapshot": models.MergeStrategySnapshot(primary_key=["id"]),
 }
+
+
+ORDER = {"Append": "event_time", "Ledger": "event_time", "Snapshot": "id"}
+"""The column each strategy's slice is sorted by (its offsets follow it)."""
+
+
+def sorted_baselines(spark: SparkSession, csv: Path, order: str, out: Path) -> tuple[float, float]:
+    """Plain Spark's time to write the CSV's rows as one Parquet file sorted by ``order``,
+    the shape of a slice, and to sort every partition by it in parallel writing nothing."""
+    frame = spark.read.schema(", ".join(SCHEMA)).csv(str(csv), header=True)
+    start = time.perf_counter()
+    frame.repartition(1).sortWithinPartitions(order).write.parquet(str(out))
+    one_file = time.perf_counter() - start
+    start = time.perf_counter()
+    frame.sortWithinPartitions(order).write.format("noop").mode("overwrite").save()
+    return one_file, time.perf_counter() - start
 
 
 def write_csv(path: Path, ids: np.ndarray, seed: int) -> None:
@@ -168,12 +191,18 @@ def main() -> None:
         # shared machine weighs on both sides of the ratios alike; the first repeat also
         # pays for warming up the JVM's code paths.
         baselines: list[float] = []
+        orders = sorted({ORDER[label] for label in args.merges})
+        shaped: dict[str, list[tuple[float, float]]] = {order: [] for order in orders}
         pulls: dict[str, list[tuple[float, int, float]]] = {label: [] for label in args.merges}
         for attempt in range(args.repeat):
             start = time.perf_counter()
             frame = spark.read.schema(", ".join(SCHEMA)).csv(str(big), header=True)
             frame.write.parquet(str(work / f"baseline-{attempt}.parquet"))
             baselines.append(time.perf_counter() - start)
+            for order in orders:
+                shaped[order].append(
+                    sorted_baselines(spark, big, order, work / f"{order}-{attempt}")
+                )
             for label in args.merges:
                 merge = MERGES[label]
                 root = work / f"full-{label}-{attempt}"
@@ -186,11 +215,20 @@ def main() -> None:
             f"baseline spark.read.csv().write.parquet(): {baseline:.2f} s ({rate:,.0f} rows/s)"
             f" (runs: {', '.join(f'{s:.2f} s' for s in baselines)}); {load()}"
         )
+        one_file = {order: min(s for s, _ in runs) for order, runs in shaped.items()}
+        for order, runs in shaped.items():
+            floor = min(f for _, f in runs)
+            print(
+                f"plain Spark, one Parquet file sorted by {order}: {one_file[order]:.2f} s"
+                f" ({one_file[order] / baseline:.2f}x the baseline); the sort alone, in"
+                f" parallel, writing nothing: {floor:.2f} s ({floor / baseline:.2f}x)"
+            )
         for label, runs in pulls.items():
             seconds, rows, _ = min(runs)
             print(
                 f"{label:8s} ingest: {seconds:.2f} s ({rows / seconds:,.0f} rows/s), "
-                f"{seconds / baseline:.1f}x the baseline (runs: "
+                f"{seconds / baseline:.1f}x the baseline, "
+                f"{seconds / one_file[ORDER[label]]:.2f}x one sorted file (runs: "
                 + ", ".join(f"{s:.2f} s" for s, _, _ in runs)
                 + "); driver peak RSS per run: "
                 + ", ".join(f"{m:.0f} MB" for _, _, m in runs)

@@ -277,14 +277,17 @@ def data_files(repo: OdfRepository, name: str) -> list[Path]:
 def baselines(
     spark: Any, files: Sequence[Path], out: Path, offset: str
 ) -> dict[str, dict[str, tuple[float, int]]]:
-    """Per query: plain ``spark.sql`` over a view of the files, and the same over the rows
-    sorted by offset (a global sort), each written with ``df.write.parquet``.
-    The better of two runs; the rows written are counted afterwards, untimed."""
+    """Per query: plain ``spark.sql`` over a view of the files, the same over the rows
+    sorted by offset (a global sort), and the same over the rows in one partition, in
+    file order, written as one file (the shape of a slice read and written
+    deterministically, without offsets, hashes or blocks), each written with
+    ``df.write.parquet``. The better of two runs; the rows written are counted
+    afterwards, untimed."""
     results: dict[str, dict[str, tuple[float, int]]] = {}
     view = f"`{ROOT}`"
     for name, query in QUERIES.items():
         results[name] = {}
-        for variant in ("plain", "sorted"):
+        for variant in ("plain", "sorted", "one"):
             times = []
             for attempt in range(2):
                 target = out / f"{name}-{variant}-{attempt}.parquet"
@@ -292,8 +295,11 @@ def baselines(
                 frame = spark.read.parquet(*[str(p) for p in files])
                 if variant == "sorted":
                     frame = frame.orderBy(offset)
+                elif variant == "one":
+                    frame = frame.coalesce(1)
                 frame.createOrReplaceTempView(view)
-                spark.sql(query).write.parquet(str(target))
+                output = spark.sql(query)
+                (output.coalesce(1) if variant == "one" else output).write.parquet(str(target))
                 times.append(time.perf_counter() - start)
             rows = spark.read.parquet(str(target)).count()
             results[name][variant] = (min(times), rows)
@@ -379,7 +385,9 @@ def main() -> None:
             "baseline  = spark.sql(query) over a view of the root's Parquet file, "
             ".write.parquet(tmp); best of 2.\n"
             "sorted    = the same over the rows sorted by offset first (a global sort); "
-            "best of 2."
+            "best of 2.\n"
+            "one file  = the same over the rows in one partition in file order, written as "
+            "one file\n  (a slice's shape, read deterministically); best of 2."
         )
         print()
         header = f"{'':26s}{'seconds':>9s}{'input rows/s':>14s}{'rows out':>11s}{'x baseline':>12s}"
@@ -388,6 +396,7 @@ def main() -> None:
         for label in QUERIES:
             plain_s, plain_rows = base[label]["plain"]
             sorted_s, sorted_rows = base[label]["sorted"]
+            one_s, one_rows = base[label]["one"]
             lines = [
                 (
                     f"{label} transform",
@@ -396,6 +405,7 @@ def main() -> None:
                 ),
                 (f"{label} baseline", plain_s, plain_rows),
                 (f"{label} sorted baseline", sorted_s, sorted_rows),
+                (f"{label} one-file baseline", one_s, one_rows),
             ]
             for text, seconds, out in lines:
                 print(
