@@ -27,7 +27,7 @@ from ..odf.schema_evolution import IncompatibleSchemaError
 from ..odf.timestamps import Timestamp
 from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
-from .preprocess import preprocess
+from .preprocess import preprocessed
 from .readers import ReadError, read_data, spark_schema
 from .writer import SliceRequest, all_or_nothing, commit, stage
 
@@ -152,9 +152,10 @@ def _ingest_file(
     # check can ride along in it (one pass over the file, no cache); a query might filter
     # or limit the rows and never meet a bad record, so its input is checked first.
     try:
-        with read_data(spark, source.read, path, work, deferred=transform is None) as frame:
-            if frame is not None:
-                frame = preprocess(spark, frame, transform, state.vocabulary(), bool(schema))
+        with (
+            read_data(spark, source.read, path, work, deferred=transform is None) as read,
+            preprocessed(spark, read, transform, state.vocabulary(), bool(schema)) as frame,
+        ):
             request = SliceRequest(
                 frame=frame,
                 merge=source.merge,
