@@ -16,7 +16,7 @@ import pytest
 from reconciler.odf import DatasetId, Multihash, Timestamp, content_sweep, models
 from reconciler.odf.codec import decode_block, decode_data_block
 from reconciler.odf.content_sweep import ContentSweep, verified_files
-from reconciler.odf.data_step import DataBlock
+from reconciler.odf.data_step import DataBlock, SourceStateFields
 from reconciler.odf.integrity import inspect_dataset
 from reconciler.odf.repository import Dataset, OdfRepository
 
@@ -155,6 +155,34 @@ def test_the_intact_blocks_are_parsed_by_the_child_and_the_parent_and_nothing_el
         + [f"checkpoints/{p.name}" for p in dataset.layout.checkpoints.iterdir()]
     )
     assert sweep.pid is None
+
+
+@pytest.mark.parametrize("chunk", [1, 1024])
+def test_both_processes_give_source_states_as_fields(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The parent's own blocks and the child's rebuilt ones alike, so that the fold finds
+    one form: the codec's block with its source state as ``SourceStateFields``."""
+    monkeypatch.setattr(content_sweep, "CHUNK", chunk)  # the forked child inherits it
+    dataset = build(tmp_path, 0)
+    for i in range(4):
+        state = models.SourceState(source_name="default", kind="odf/etag", value=f"v{i}")
+        dataset.append_event(models.AddData(new_source_state=state), T0)
+
+    sweep = ContentSweep.start(dataset.root, files=False, threshold=1)
+    assert sweep.pid is not None
+    parsed = sweep.blocks()
+    sweep.close()
+
+    states = []
+    for name, block in parsed.items():
+        if isinstance(block, DataBlock):
+            codec = decode_data_block(read(dataset, name))
+            assert codec is not None
+            assert block == codec.with_state_fields()
+            assert type(block.step.new_source_state) is SourceStateFields
+            states.append(block.step.new_source_state.value)
+    assert sorted(states) == ["v0", "v1", "v2", "v3"]
 
 
 def test_two_ends_give_every_chunk_to_one_side_or_both_never_to_neither() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import models
-from .data_step import DataBlock, DataStep
+from .data_step import DataBlock, DataStep, SourceStateFields, state_fields
 from .models import DatasetKind, MetadataBlock
 from .multiformat import DatasetId, Multihash
 from .timestamps import Timestamp
@@ -148,11 +148,14 @@ class ChainState:
 
     def apply(self, block: MetadataBlock | DataBlock, block_hash: Multihash) -> ChainState:
         """The state after ``block``; assumes ``validate_append`` accepted it."""
-        return self._with(self.changes(block, block_hash))
+        changes = self.changes(block, block_hash)
+        return self._with(changes | _state_models(changes))
 
     def changes(self, block: MetadataBlock | DataBlock, block_hash: Multihash) -> dict[str, Any]:
         """The fields ``block`` changes, with their new values (never a container of
-        this state's changed in place: a changed dict is a new one)."""
+        this state's changed in place: a changed dict is a new one). A source state is
+        passed on in the form the block gives it, fields or model: ``apply`` and
+        ``fold`` build the models a state holds (``_state_models``)."""
         changes: dict[str, Any] = {
             "head": block_hash,
             "sequence_number": block.sequence_number,
@@ -225,6 +228,26 @@ def _data_changes(state: ChainState, step: DataStep, changes: dict[str, Any]) ->
             )
         changes["inputs"] = inputs
         changes["input_order"] = tuple(qi.dataset_id for qi in step.query_inputs)
+
+
+def _state_models(fields: dict[str, Any]) -> dict[str, Any]:
+    """The source states of ``fields`` (a state's, or its changes) built as models where
+    they are still ``SourceStateFields``, as the changes to make (none when there is
+    nothing to build): a state that leaves this module holds models only. The newest
+    state stays the same object in both fields, as ``_data_changes`` put it."""
+
+    def as_model(state: Any) -> Any:
+        return state.model() if isinstance(state, SourceStateFields) else state
+
+    last = fields.get("last_source_state")
+    model = as_model(last)
+    built = {"last_source_state": model} if model is not last else {}
+    states: dict[str, Any] = fields.get("source_states", {})
+    if any(isinstance(state, SourceStateFields) for state in states.values()):
+        built["source_states"] = {
+            name: model if state is last else as_model(state) for name, state in states.items()
+        }
+    return built
 
 
 def _new_checkpoint(step: DataStep) -> Multihash | None:
@@ -471,7 +494,8 @@ def _check_add_data(state: ChainState, step: DataStep, seq: int) -> None:
     _check_data_common(state, step, seq)
     new_state = step.new_source_state
     advances = _advances_data(state, step) or (
-        new_state is not None and state.source_states.get(new_state.source_name) != new_state
+        new_state is not None
+        and state_fields(state.source_states.get(new_state.source_name)) != state_fields(new_state)
     )
     if not advances:
         raise NoOpEventError(
@@ -576,10 +600,13 @@ def fold(blocks: Sequence[tuple[Multihash, MetadataBlock | DataBlock]]) -> Chain
     callers that keep each state: no state but the last one leaves this function, and
     ``changes`` never alters a container in place, so nothing else can see the updates.
     A full integrity check folds every block of every chain, and the copy of all the
-    fields was a quarter of the fold's cost."""
+    fields was a quarter of the fold's cost. For the same reason, source states given
+    as ``SourceStateFields`` are passed on as they are and built as models once, at the
+    end."""
     state = ChainState()
     fields = state.__dict__
     for block_hash, block in blocks:
         validate_append(state, block)
         fields.update(state.changes(block, block_hash))
+    fields.update(_state_models(fields))
     return state

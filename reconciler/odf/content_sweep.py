@@ -52,10 +52,13 @@ SWEEP_FROM = 4096
 """Files in a folder from which they are swept in a child; below it, forking costs more
 than it saves."""
 
-CHUNK = 1024
-"""Block files parsed between two looks at the pipe (about 20 ms of work); the child
+CHUNK = 128
+"""Block files parsed between two looks at the pipe (about 2 ms of work); the child
 sends its parsed blocks a chunk at a time, so that this process rebuilds them while the
-child goes on, not after it."""
+child goes on, not after it. Small enough that a chunk's objects are still in the
+processor's cache when they are sent or rebuilt, and that this process waits little for
+the child's last chunk: chunks of 1,024 made a full check of 100,000 blocks 0.09 s
+slower."""
 
 FILE_CHUNK = 2048
 """Data and checkpoint files hashed per chunk (a small file costs a third of a block)."""
@@ -258,13 +261,15 @@ class ContentSweep:
     def blocks(self) -> Parsed:
         """The intact blocks by name: the chunks of block files this process takes,
         parsed, with the child's answers taken in between as they arrive (empty without
-        a child; the child's part ends where it failed). Call it once, before
-        ``files``."""
+        a child; the child's part ends where it failed). Data blocks come with their
+        source states as fields (``SourceStateFields``), whichever process parsed them.
+        Call it once, before ``files``."""
         parsed: Parsed = {}
         if self.block_chunks is not None:
             for index in self.block_chunks.from_front():
                 data, others = judged_blocks(self.root, _chunk(self.block_names, index, CHUNK))
-                parsed.update(data)
+                for name, block in data.items():
+                    parsed[name] = block.with_state_fields()
                 parsed.update(_decoded(others))
                 while self.block_answers and self._ready():
                     self._take_blocks(parsed)

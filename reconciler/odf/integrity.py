@@ -98,12 +98,14 @@ def inspect_dataset(dataset: Dataset, keep_blocks: bool = False) -> Inspection:
 
 def _inspect(dataset: Dataset, keep_blocks: bool) -> Inspection:
     sweep = ContentSweep.start(dataset.root, files=dataset.store.local, blocks=not keep_blocks)
+    parsed: dict[str, MetadataBlock | DataBlock] = {}
     try:
         blocks: list[tuple[Multihash, MetadataBlock | DataBlock]]
         if keep_blocks:  # models wanted: read here, while the child hashes the files
             blocks = list(dataset.iter_blocks())
         else:
-            blocks = list(dataset.iter_judged_blocks(parsed=sweep.blocks()))
+            parsed = sweep.blocks()
+            blocks = list(dataset.iter_judged_blocks(parsed=parsed))
         blocks.reverse()
         derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
         verified = sweep.files()
@@ -113,7 +115,12 @@ def _inspect(dataset: Dataset, keep_blocks: bool) -> Inspection:
         sweep.close()
     problems, files = _check_files(dataset, blocks, derivative, verified)
     kept = cast(list[tuple[Multihash, MetadataBlock]], blocks) if keep_blocks else []
-    return Inspection(problems, kept, files, len(blocks))
+    count = len(blocks)
+    # The chain's list goes first, so that the blocks not kept are freed with ``parsed``,
+    # in the order they were parsed, which is the order they lie in memory: freed along
+    # the chain instead, 100,000 of them took 0.13 s, against 0.05 s.
+    del blocks
+    return Inspection(problems, kept, files, count)
 
 
 def inspect_change(dataset: Dataset, change: Change) -> Inspection:
