@@ -380,14 +380,21 @@ def test_offsets_out_of_range_are_decode_errors() -> None:
         with pytest.raises(BlockDecodeError, match="malformed metadata block content"):
             decode_block(_manifest(struct.pack("<I", root) + content[4:]))
     # A vtable that would lie before the start of the buffer (the event's).
+    event, bad = _event_vtable_before_the_buffer(content)
+    with pytest.raises(BlockDecodeError, match=f"the vtable of the table at {event} lies outside"):
+        decode_block(_manifest(bad))
+
+
+def _event_vtable_before_the_buffer(content: bytes) -> tuple[int, bytes]:
+    """The position of a block's event table, and the block with that table's vtable
+    offset pointing before the start of the buffer."""
     root = struct.unpack_from("<I", content)[0]
     vtable = root - struct.unpack_from("<i", content, root)[0]
     event_at = root + struct.unpack_from("<H", content, vtable + 4 + 2 * 4)[0]
     event = event_at + struct.unpack_from("<I", content, event_at)[0]
     bad = bytearray(content)
     struct.pack_into("<i", bad, event, event + 8)
-    with pytest.raises(BlockDecodeError, match=f"the vtable of the table at {event} lies outside"):
-        decode_block(_manifest(bytes(bad)))
+    return event, bytes(bad)
 
 
 def test_a_string_running_past_the_end_is_a_decode_error_not_a_shorter_string() -> None:
@@ -412,14 +419,9 @@ def test_the_data_block_reader_checks_vtables_and_vectors_as_the_generic_one_doe
     struct.pack_into("<I", bad, content.index(b"e-123") - 4, 10_000)
     with pytest.raises(BlockDecodeError, match="runs past the end of the buffer"):
         decode_block(_manifest(bytes(bad)))
-    root = struct.unpack_from("<I", content)[0]
-    vtable = root - struct.unpack_from("<i", content, root)[0]
-    event_at = root + struct.unpack_from("<H", content, vtable + 4 + 2 * 4)[0]
-    table = event_at + struct.unpack_from("<I", content, event_at)[0]
-    bad = bytearray(content)
-    struct.pack_into("<i", bad, table, table + 8)
+    table, vtable_outside = _event_vtable_before_the_buffer(content)
     with pytest.raises(BlockDecodeError, match=f"the vtable of the table at {table} lies outside"):
-        decode_block(_manifest(bytes(bad)))
+        decode_block(_manifest(vtable_outside))
 
 
 def test_a_string_that_is_not_utf8_is_a_decode_error() -> None:

@@ -27,9 +27,7 @@ import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
-
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, TypeVar
 
 from . import chain
 from .codec import (
@@ -48,6 +46,9 @@ from .multiformat import Multihash
 from .names import name_problem
 from .store import DataStore, LocalStore
 from .timestamps import Timestamp
+
+if TYPE_CHECKING:  # typing only
+    import pyarrow.parquet as pq
 
 _STAGED = ".recreate-"  # prefix of the folder where a chain's replacement is built
 _SET_ASIDE = ".replaced-"  # prefix of a replaced chain's folder, until it is deleted
@@ -161,19 +162,17 @@ class DatasetLayout:
     def checkpoint_footer(self, hash_: str) -> pq.FileMetaData | None:
         """A checkpoint's Parquet footer (None when it is missing), without fetching
         the rest of it from a remote store (``DataStore.footer``)."""
-        if self.store is not None:
-            return self.store.footer(hash_, "checkpoint")
-        path = self.checkpoints / hash_
-        return pq.read_metadata(path) if path.is_file() else None
+        return self._objects.footer(hash_, "checkpoint")
 
     def checkpoint_size(self, hash_: str) -> int | None:
         """A checkpoint's size in bytes (None when it is missing), without fetching it."""
-        if self.store is not None:
-            return self.store.size(hash_, "checkpoint")
-        try:
-            return (self.checkpoints / hash_).stat().st_size
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+        return self._objects.size(hash_, "checkpoint")
+
+    @property
+    def _objects(self) -> DataStore:
+        """The store the data and checkpoint files are in: the dataset folder's own
+        (``LocalStore``) unless another was given."""
+        return self.store if self.store is not None else LocalStore(self.root)
 
     @property
     def stores(self) -> tuple[Path, Path, Path]:
