@@ -14,6 +14,9 @@ mislead a YAML parser, and each is stopped here:
 - What a reviewer cannot see: anchors and aliases (a few lines can expand exponentially,
   "billion laughs"), merge keys (``<<``) and duplicate keys (the last one silently wins,
   so a reviewer reads two names and the reconciler uses one).
+
+Policy files, though read from the base branch, go through the same bounds so that a
+broken one fails with a message too; ``document`` names the kind of file in messages.
 """
 
 from __future__ import annotations
@@ -76,34 +79,38 @@ class UnsafeYamlError(ValueError):
         super().__init__(f"{flaw.line}:{flaw.column}: {flaw.message}")
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, *, document: str = "manifest") -> str:
     """The file as text, refused (``UnsafeYamlError``) when it is not a regular file,
-    larger than ``MAX_BYTES``, not UTF-8, or holds a character YAML does not allow."""
+    larger than ``MAX_BYTES``, not UTF-8, or holds a character YAML does not allow.
+
+    ``document`` names what the file should be in messages (``"policy file"``), here and
+    in ``decode``, ``check_events`` and ``key_flaws``: other YAML files the reconciler
+    reads go through the same bounds and should not be refused as "manifests"."""
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
             raise UnsafeYamlError(Flaw(1, 1, "not a regular file"))
         if info.st_size > MAX_BYTES:
-            raise UnsafeYamlError(Flaw(1, 1, _too_large(info.st_size)))
+            raise UnsafeYamlError(Flaw(1, 1, _too_large(info.st_size, document)))
         with open(path, "rb") as f:
             data = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise UnsafeYamlError(Flaw(1, 1, f"cannot read file: {e.strerror}")) from None
     if len(data) > MAX_BYTES:  # it grew after stat()
-        raise UnsafeYamlError(Flaw(1, 1, _too_large(len(data))))
-    return decode(data)
+        raise UnsafeYamlError(Flaw(1, 1, _too_large(len(data), document)))
+    return decode(data, document=document)
 
 
-def _too_large(size: int) -> str:
-    return f"file is {size} bytes; a manifest may be at most {MAX_BYTES} bytes (1 MiB)"
+def _too_large(size: int, document: str) -> str:
+    return f"file is {size} bytes; a {document} may be at most {MAX_BYTES} bytes (1 MiB)"
 
 
-def decode(data: bytes) -> str:
+def decode(data: bytes, *, document: str = "manifest") -> str:
     """``data`` as UTF-8 text of YAML's printable characters, else the first bad spot."""
     for bom, encoding in _WIDE_BOMS.items():
         if data.startswith(bom):
             raise UnsafeYamlError(
-                Flaw(1, 1, f"file is {encoding} (byte-order mark); manifests must be UTF-8")
+                Flaw(1, 1, f"file is {encoding} (byte-order mark); {document}s must be UTF-8")
             )
     try:
         text, bad = data.decode("utf-8"), None
@@ -118,7 +125,7 @@ def decode(data: bytes) -> str:
         raise UnsafeYamlError(_flaw_at(text, found.start(), message))
     if bad is not None:
         byte = bad.object[bad.start]
-        message = f"not valid UTF-8 (byte 0x{byte:02x}); manifests must be UTF-8 text"
+        message = f"not valid UTF-8 (byte 0x{byte:02x}); {document}s must be UTF-8 text"
         raise UnsafeYamlError(_flaw_at(text, len(text), message))
     return text
 
@@ -128,7 +135,7 @@ def _flaw_at(text: str, index: int, message: str) -> Flaw:
     return Flaw(text.count("\n", 0, index) + 1, index - line_start + 1, message)
 
 
-def check_events(text: str) -> None:
+def check_events(text: str, *, document: str = "manifest") -> None:
     """Read the parser's flat event stream; raise ``UnsafeYamlError`` at the first anchor
     or alias, or the first collection nested deeper than ``MAX_DEPTH``. Syntax errors
     propagate as the parser's ``yaml.MarkedYAMLError``."""
@@ -138,9 +145,8 @@ def check_events(text: str) -> None:
         while loader.check_event():
             event = loader.get_event()
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                raise UnsafeYamlError(
-                    _flaw_of(event, "YAML anchors and aliases are not allowed in manifests")
-                )
+                message = f"YAML anchors and aliases are not allowed in {document}s"
+                raise UnsafeYamlError(_flaw_of(event, message))
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -162,7 +168,7 @@ def _position(item: yaml.Event | yaml.Node) -> tuple[int, int]:
     return (mark.line + 1, mark.column + 1) if mark else (1, 1)
 
 
-def key_flaws(root: yaml.Node) -> list[Flaw]:
+def key_flaws(root: yaml.Node, *, document: str = "manifest") -> list[Flaw]:
     """Every duplicate key (compared as values: ``name`` and ``"name"`` are one key) and
     every merge key in a composed document, each at its second occurrence."""
     constructor = YamlLoader("")
@@ -174,19 +180,20 @@ def key_flaws(root: yaml.Node) -> list[Flaw]:
             if isinstance(node, yaml.SequenceNode):
                 todo += node.value
             elif isinstance(node, yaml.MappingNode):
-                flaws += _mapping_flaws(constructor, node)
+                flaws += _mapping_flaws(constructor, node, document)
                 todo += [value for _, value in node.value]
     finally:
         constructor.dispose()
     return sorted(flaws, key=lambda f: (f.line, f.column))
 
 
-def _mapping_flaws(constructor: YamlLoader, node: yaml.MappingNode) -> list[Flaw]:
+def _mapping_flaws(constructor: YamlLoader, node: yaml.MappingNode, document: str) -> list[Flaw]:
     flaws: list[Flaw] = []
     seen: dict[object, int] = {}
     for key, _ in node.value:
         if key.tag == _MERGE_TAG:
-            flaws.append(_flaw_of(key, "YAML merge keys ('<<') are not allowed in manifests"))
+            message = f"YAML merge keys ('<<') are not allowed in {document}s"
+            flaws.append(_flaw_of(key, message))
             continue
         if not isinstance(key, yaml.ScalarNode):
             continue  # refused by the constructor: a collection cannot be a key

@@ -2,8 +2,12 @@
 
 CI computes a plan once, as JSON, and renders the pull-request comment from that
 document (``reconcile show``): the engine's analysis of the queries runs once, and the
-comment says exactly what the saved plan says. Fields the JSON leaves out (the
-repository root, a query's non-deterministic parts) are not needed to render it.
+comment says exactly what the saved plan says. Every field ``render_json`` writes is read
+back (``tests/test_plan_json_round_trip.py`` builds every plan dataclass with no field at
+its default to hold both sides to that). The fields the JSON leaves out are not needed
+to render a plan: the repository root (its paths are written relative to it), and a
+query's failed step and non-deterministic parts, which the plan's problems and verdicts
+already say in words.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from .model import (
     Column,
     DatasetPlan,
     EventChange,
+    Fingerprints,
     Location,
     Pending,
     Plan,
@@ -49,9 +54,22 @@ def plan_from_dict(document: dict[str, Any]) -> Plan:
             base_ref=document.get("baseRef"),
             engine_started=document["engineStarted"],
             commit=document.get("commit"),
+            fingerprints=_fingerprints(document["fingerprints"])
+            if "fingerprints" in document
+            else None,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise PlanFormatError(f"not a plan document: {type(e).__name__}: {e}") from None
+
+
+def _fingerprints(f: dict[str, Any]) -> Fingerprints:
+    return Fingerprints(
+        reconciler_version=f["reconcilerVersion"],
+        manifests=tuple(f["manifests"].items()),
+        policies=tuple(f["policies"].items()),
+        heads=tuple(f["heads"].items()),
+        base_commit=f.get("baseCommit"),
+    )
 
 
 def _dataset(d: dict[str, Any]) -> DatasetPlan:
@@ -144,6 +162,7 @@ def _problem(p: dict[str, Any]) -> Problem:
         dataset=p.get("dataset"),
         location=_location(p.get("location")),
         field=p.get("field"),
+        severity=Severity(p["severity"]),
     )
 
 

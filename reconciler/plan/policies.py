@@ -11,7 +11,10 @@ Nothing in a manifest or a policy is ever run, imported or fetched over the netw
 Each finding becomes a ``Verdict`` in the plan, with the policy's id and severity and a
 message that says what was found and where; an error-level verdict fails the plan.
 Policy files are checked when loaded, and every mistake in them is a ``PolicyError``
-naming the file, line and policy, so that a broken policy never passes silently.
+naming the file, line and policy, so that a broken policy never passes silently. They
+come from the base branch, so they are trusted, but they are read within the bounds of
+manifests all the same (``safe_yaml``): a broken one fails with a message, never hangs
+or crashes the plan, and never silently means something else than it reads.
 """
 
 from __future__ import annotations
@@ -34,7 +37,13 @@ from referencing.jsonschema import DRAFT202012
 
 from reconciler.odf import json_schemas, models
 from reconciler.odf.manifest import LoadedSnapshot, construct
-from reconciler.odf.safe_yaml import YamlLoader
+from reconciler.odf.safe_yaml import (
+    UnsafeYamlError,
+    YamlLoader,
+    check_events,
+    key_flaws,
+    read_text,
+)
 from reconciler.plan.model import ChangeClass, DatasetPlan, Location, Severity, Verdict
 
 if TYPE_CHECKING:
@@ -51,6 +60,7 @@ _SCHEMA_SUFFIXES = (".schema.json", ".schema.yaml")
 _DRAFT = "https://json-schema.org/draft/2020-12/schema"
 _POLICY_BASE_URI = "https://reconciler.local/policies/"
 _MAX_DETAIL = 120
+_DOCUMENT = "policy file"  # what the bounded reader's messages call the file
 
 # The comment line that approves a breaking change. Only whole-line comments count.
 _OVERRIDE = re.compile(r"^[ \t]*#[ \t]*reconcile:[ \t]*allow-breaking-change:(.*)$", re.MULTILINE)
@@ -397,20 +407,17 @@ class _Source:
     policy: str | None = None
 
     def error(self, node: yaml.Node | None, message: str) -> PolicyError:
-        line = node.start_mark.line + 1 if node is not None else 1
+        return self.at(node.start_mark.line + 1 if node is not None else 1, message)
+
+    def at(self, line: int, message: str) -> PolicyError:
         return PolicyError(self.file, line, self.policy, message)
 
     def mapping(self, node: yaml.Node, what: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        """A mapping's ``key: (key node, value node)``; keys must be unique strings."""
+        """A mapping's ``key: (key node, value node)``; keys must be strings (and are
+        unique: ``_compose`` refused the file otherwise)."""
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{what} must be a mapping")
-        fields: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key, value in node.value:
-            name = self.string(key, "a key")
-            if name in fields:
-                raise self.error(key, f"duplicate key {name!r}")
-            fields[name] = (key, value)
-        return fields
+        return {self.string(key, "a key"): (key, value) for key, value in node.value}
 
     def string(self, node: yaml.Node, what: str) -> str:
         if not isinstance(node, yaml.ScalarNode) or node.tag != _STR_TAG or not node.value:
@@ -442,18 +449,42 @@ class _Source:
         return replace(self, policy=policy)
 
 
-def _compose(source: _Source, text: str) -> yaml.Node | None:
+@contextlib.contextmanager
+def _located(source: _Source) -> Iterator[None]:
+    """The bounded reader's refusals and the parser's errors as ``PolicyError``s at their line."""
     try:
-        return yaml.compose(text, Loader=YamlLoader)
+        yield
+    except UnsafeYamlError as e:
+        raise source.at(e.flaw.line, e.flaw.message) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark else 1
-        raise PolicyError(source.file, line, None, f"invalid YAML: {e.problem or e}") from None
+        raise source.at(mark.line + 1 if mark else 1, f"invalid YAML: {e.problem or e}") from None
+
+
+def _read(source: _Source) -> str:
+    """The policy file's text, within the bounds of a manifest's: at most ``MAX_BYTES``,
+    UTF-8, and only the characters YAML allows (``safe_yaml.read_text``)."""
+    with _located(source):
+        return read_text(source.file, document=_DOCUMENT)
+
+
+def _compose(source: _Source, text: str) -> yaml.Node | None:
+    """The YAML tree of a policy file, refused at the first flaw ``safe_yaml`` refuses in
+    a manifest: nesting deeper than ``MAX_DEPTH`` (libyaml's composer would crash), an
+    anchor or alias (a few lines of aliases expand exponentially in a JSON Schema
+    validator), a merge key or a duplicate key (the last one would silently win)."""
+    with _located(source):
+        check_events(text, document=_DOCUMENT)
+        root = yaml.compose(text, Loader=YamlLoader)
+        flaws = key_flaws(root, document=_DOCUMENT) if root is not None else []
+        if flaws:
+            raise UnsafeYamlError(flaws[0])
+    return root
 
 
 def _load_rule_file(path: Path, seen: dict[str, str]) -> list[Rule]:
     source = _Source(path)
-    root = _compose(source, path.read_text(encoding="utf-8"))
+    root = _compose(source, _read(source))
     if root is None:
         raise source.error(None, "a rule file must hold 'rules: [...]'")
     fields = source.mapping(root, "a rule file")
@@ -605,24 +636,39 @@ def _load_schema_policy(path: Path, seen: dict[str, str]) -> SchemaPolicy:
 
 
 def _schema_document(source: _Source, path: Path) -> tuple[Any, yaml.Node]:
-    """The schema's data, and its YAML tree to give errors a line.
-
-    A ``.json`` file is read as JSON (YAML would take ``1e3`` for a string); its tree is
-    the same text read as YAML, with tabs, which JSON allows only between tokens, as spaces.
-    """
-    text = path.read_text(encoding="utf-8")
+    """The schema's data, and its YAML tree to give errors a line."""
+    text = _read(source)
     if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise PolicyError(path, e.lineno, None, f"invalid JSON: {e.msg}") from None
-        root = _compose(source, text.replace("\t", " "))
+        data, root = _json_document(source, text)
     else:
         root = _compose(source, text)
-        data = construct(root) if root is not None else None
+        with _located(source):  # an unknown tag (``!!foo``) is found only now
+            data = construct(root) if root is not None else None
     if root is None:
         raise source.error(None, "a schema policy must be a JSON Schema object")
     return data, root
+
+
+def _json_document(source: _Source, text: str) -> tuple[Any, yaml.Node | None]:
+    """A ``.schema.json`` file's data, read as JSON (YAML would take ``1e3`` for a
+    string), and its tree: the same text read as YAML, with tabs, which JSON allows only
+    between tokens, as spaces.
+
+    Reading the tree puts JSON under the YAML bounds too. JSON has no anchors or merge
+    keys, but its nesting is bounded for the same reasons, and a duplicate key, which
+    JSON's parser takes silently (the last wins), is refused at its line: the tree reads
+    each JSON key as the same string, libyaml reading JSON's escapes alike (and refusing
+    a surrogate pair, the one escape it would read otherwise, as invalid YAML).
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise source.at(e.lineno, f"invalid JSON: {e.msg}") from None
+    except RecursionError:
+        # Nested past Python's limit (about 1,000 levels), so far past MAX_DEPTH: reading
+        # the text as YAML, next, refuses it at the line where it gets too deep.
+        data = None
+    return data, _compose(source, text.replace("\t", " "))
 
 
 def _validator(source: _Source, root: yaml.Node, schema: dict[str, Any]) -> Draft202012Validator:
