@@ -15,7 +15,7 @@ import pytest
 
 from reconciler.odf import DatasetId, Multihash, Timestamp, block_hash, encode_block, models
 from reconciler.odf.chain import ChainState, NoOpEventError, fold, validate_append
-from reconciler.odf.codec import decode_block, decode_data_block
+from reconciler.odf.codec import BlockDecodeError, _data_event, decode_block, decode_data_block
 from reconciler.odf.data_block_wire import from_plain, to_plain
 from reconciler.odf.data_step import DataBlock, SourceStateFields, state_fields
 
@@ -188,3 +188,57 @@ def test_a_repeated_source_state_is_a_no_op_in_either_form(
     )
     validate_append(state, moved)  # a new value advances the source
     assert state.apply(moved, Multihash.sha3_256(b"next")).last_source_state == etag("v2")
+
+
+@pytest.mark.parametrize("at", [3, 5, 6], ids=["state", "other-source", "no-state"])
+def test_the_codec_gives_the_state_as_fields_when_asked_as_it_would_be_made_of_the_model(
+    at: int,
+) -> None:
+    """``state_fields``: what a full check and ``Dataset.state`` fold, built without the
+    model, equals the model's fields, interned the same."""
+    data = stored_chain()[at][1]
+    as_model = decode_data_block(data)
+    as_fields = decode_data_block(data, state_fields=True)
+    assert as_model is not None and as_fields is not None
+
+    assert as_fields == as_model.with_state_fields()
+    state = as_fields.step.new_source_state
+    if at == 6:
+        assert state is None
+        return
+    assert type(state) is SourceStateFields
+    assert type(as_model.step.new_source_state) is models.SourceState
+    assert state.source_name is sys.intern(state.source_name)
+    assert state.kind is sys.intern("odf/etag")
+
+
+def test_the_event_made_of_a_step_holds_a_model_whichever_form_the_steps_state_has() -> None:
+    """The codec builds a data block's model from its step (``_data_event``): a state
+    given as fields is built as its model, never put in the event as a tuple."""
+    data = stored_chain()[3][1]
+    as_fields = decode_data_block(data, state_fields=True)
+    as_model = decode_data_block(data)
+    assert as_fields is not None and as_model is not None
+
+    events = [_data_event(block.step) for block in (as_fields, as_model)]
+
+    for event in events:
+        state = event.new_source_state
+        assert type(state) is models.SourceState
+        assert state.__pydantic_fields_set__ == {"source_name", "kind", "value"}
+        assert event == decode_block(data).event == EVENTS[3]
+    assert events[0].model_dump_json(by_alias=True) == events[1].model_dump_json(by_alias=True)
+
+
+@pytest.mark.parametrize("state_fields", [False, True], ids=["model", "fields"])
+def test_a_state_lacking_fields_is_the_same_decode_error_in_either_form(state_fields: bool) -> None:
+    state = models.SourceState.model_construct(source_name="s", kind=None, value=None)
+    block = models.MetadataBlock.model_construct(
+        system_time=T0,
+        prev_block_hash=None,
+        sequence_number=1,
+        event=models.AddData(new_source_state=state),
+    )
+    message = "malformed metadata block content: SourceState lacks its required kind, value$"
+    with pytest.raises(BlockDecodeError, match=message):
+        decode_data_block(encode_block(block), state_fields=state_fields)

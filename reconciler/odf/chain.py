@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import models
-from .data_step import DataBlock, DataStep, SourceStateFields, state_fields
+from .data_step import DataBlock, DataStep, SourceStateFields, state_fields, state_model
 from .models import DatasetKind, MetadataBlock
 from .multiformat import DatasetId, Multihash
 from .timestamps import Timestamp
@@ -235,17 +235,13 @@ def _state_models(fields: dict[str, Any]) -> dict[str, Any]:
     they are still ``SourceStateFields``, as the changes to make (none when there is
     nothing to build): a state that leaves this module holds models only. The newest
     state stays the same object in both fields, as ``_data_changes`` put it."""
-
-    def as_model(state: Any) -> Any:
-        return state.model() if isinstance(state, SourceStateFields) else state
-
     last = fields.get("last_source_state")
-    model = as_model(last)
-    built = {"last_source_state": model} if model is not last else {}
+    model = None if last is None else state_model(last)
+    built: dict[str, Any] = {"last_source_state": model} if model is not last else {}
     states: dict[str, Any] = fields.get("source_states", {})
     if any(isinstance(state, SourceStateFields) for state in states.values()):
         built["source_states"] = {
-            name: model if state is last else as_model(state) for name, state in states.items()
+            name: model if state is last else state_model(state) for name, state in states.items()
         }
     return built
 

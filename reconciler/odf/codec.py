@@ -24,7 +24,15 @@ import flatbuffers
 import numpy as np
 
 from . import models
-from .data_step import DataBlock, DataStep, NewCheckpoint, NewData
+from .data_step import (
+    DataBlock,
+    DataStep,
+    NewCheckpoint,
+    NewData,
+    SourceStateFields,
+    new_tuple,
+    state_model,
+)
 from .fbs.Manifest import ManifestT
 from .fbs.Timestamp import CreateTimestamp
 from .fbs_reader import build_model, missing_field, read_root, slot_offsets
@@ -189,9 +197,10 @@ def _content_of(data: bytes) -> bytes:
 def _open_manifest(data: bytes) -> tuple[int, bytes]:
     """The envelope's version, checked with its kind, and the content it carries."""
     try:
-        kind_at, version_at, content_at = _fields(data, _U32.unpack_from(data, 0)[0], 3)
-        kind = _I64.unpack_from(data, kind_at)[0] if kind_at else 0
-        version = _I32.unpack_from(data, version_at)[0] if version_at else 0
+        root = _U32.unpack_from(data, 0)[0]
+        kind_at, version_at, content_at = slot_offsets(data, root, 3)
+        kind = _I64.unpack_from(data, root + kind_at)[0] if kind_at else 0
+        version = _I32.unpack_from(data, root + version_at)[0] if version_at else 0
     except Exception as e:
         raise BlockDecodeError(f"not a metadata block manifest: {e}") from None
     if kind != ODF_METADATA_BLOCK:
@@ -205,7 +214,7 @@ def _open_manifest(data: bytes) -> tuple[int, bytes]:
     if not content_at:
         raise BlockDecodeError("metadata block manifest has no content")
     try:
-        return version, _bytes(data, content_at)
+        return version, _bytes(data, root + content_at)
     except Exception as e:
         raise BlockDecodeError(f"malformed metadata block content: {e}") from None
 
@@ -227,9 +236,10 @@ def peek_block(data: bytes) -> tuple[str, Multihash | None]:
     """
     buf = _content_of(data)
     try:
-        _, prev_at, _, type_at = _fields(buf, _U32.unpack_from(buf, 0)[0], 4)
-        type_id = buf[type_at] if type_at else 0
-        prev = Multihash.from_bytes(_bytes(buf, prev_at)) if prev_at else None
+        root = _U32.unpack_from(buf, 0)[0]
+        _, prev_at, _, type_at = slot_offsets(buf, root, 4)
+        type_id = buf[root + type_at] if type_at else 0
+        prev = _hash(buf, root, prev_at)
     except Exception as e:
         raise BlockDecodeError(f"malformed metadata block content: {e}") from None
     kind = _event_names().get(type_id)
@@ -261,19 +271,23 @@ _U16, _U32, _I32, _U64, _I64 = (struct.Struct(f) for f in ("<H", "<I", "<i", "<Q
 _TIMESTAMP = struct.Struct("<iHxxII")  # the same field offsets in versions 2 and 3
 
 
-def decode_data_block(data: bytes) -> DataBlock | None:
+def decode_data_block(data: bytes, *, state_fields: bool = False) -> DataBlock | None:
     """A stored data block (``AddData`` or ``ExecuteTransform``) as tuples, without its
-    models, for a fold that only judges it (``data_step``); None for any other event."""
+    models, for a fold that only judges it (``data_step``); None for any other event.
+
+    Its source state is a model, or with ``state_fields`` its fields
+    (``SourceStateFields``): all that the fold needs, and cheaper to build, to keep and
+    to free, which a full check of a long chain pays for every block."""
     buf = _content_of(data)
     try:
-        return _parse_data_block(buf)
+        return _parse_data_block(buf, state_fields)
     except Exception as e:
         raise BlockDecodeError(f"malformed metadata block content: {e}") from None
 
 
 def _data_block(buf: bytes) -> models.MetadataBlock | None:
     """The block, or None when its event is not a data event (the generic path's)."""
-    parsed = _parse_data_block(buf)
+    parsed = _parse_data_block(buf, state_fields=True)  # the model is built by _data_event
     if parsed is None:
         return None
     values: dict[str, Any] = {"system_time": parsed.system_time}
@@ -313,42 +327,52 @@ def _data_event(step: DataStep) -> models.AddData | models.ExecuteTransform:
     if step.new_watermark is not None:
         values["new_watermark"] = step.new_watermark
     if step.new_source_state is not None:
-        values["new_source_state"] = step.new_source_state
+        values["new_source_state"] = state_model(step.new_source_state)
     event_class = models.AddData if step.query_inputs is None else models.ExecuteTransform
     return build_model(event_class, values)  # type: ignore[no-any-return]
 
 
 # The parser below reads a data block's few tables with one ``unpack`` of each vtable and
 # no intermediate objects: a long chain is almost all data blocks, and a full integrity
-# check reads every one of them, so each call saved here is paid 100,000 times.
+# check reads every one of them, so each call saved here is paid 100,000 times. Fields
+# are located as the vtable gives them, by their offset from their table (0: absent).
 
 
-def _parse_data_block(buf: bytes) -> DataBlock | None:
+def _parse_data_block(buf: bytes, state_fields: bool) -> DataBlock | None:
     """A data block's header and step, or None when its event is another kind."""
-    system_time, prev, seq, event_type, event = _fields(buf, _U32.unpack_from(buf, 0)[0], 5)
-    kind = _event_names().get(buf[event_type]) if event_type else None
-    if not event or kind not in ("AddData", "ExecuteTransform"):
+    root = _U32.unpack_from(buf, 0)[0]
+    system_time, prev, seq, event_type, event = slot_offsets(buf, root, 5)
+    transform = _data_events().get(buf[root + event_type]) if event_type else None
+    if not event or transform is None:
         return None
     if not system_time:
         raise missing_field(models.MetadataBlock, ["system_time"])
-    return DataBlock(
-        _timestamp(buf, system_time),
-        Multihash.from_bytes(_bytes(buf, prev)) if prev else None,
-        _U64.unpack_from(buf, seq)[0] if seq else 0,
-        _parse_data_step(buf, _ref(buf, event), kind == "ExecuteTransform"),
+    return new_tuple(
+        DataBlock,
+        (
+            _timestamp(buf, root + system_time),
+            _hash(buf, root, prev),
+            _u64(buf, root, seq) or 0,
+            _parse_data_step(buf, _table(buf, root, event), transform, state_fields),
+        ),
     )
 
 
-def _fields(buf: bytes, pos: int, count: int) -> list[int]:
-    """The positions of a table's first ``count`` fields, 0 for an absent one (the
-    vtable read, and checked, as the generic reader reads it: ``slot_offsets``)."""
-    return [pos + off if off else 0 for off in slot_offsets(buf, pos, count)]
+@cache
+def _data_events() -> dict[int, bool]:
+    """The type ids of the data events, each with whether it is an ``ExecuteTransform``."""
+    return {
+        type_id: name == "ExecuteTransform"
+        for type_id, name in _event_names().items()
+        if name in ("AddData", "ExecuteTransform")
+    }
 
 
-def _ref(buf: bytes, at: int) -> int:
-    """Follow the ``uoffset`` stored at ``at`` (to a table, vector or byte string)."""
-    offset: int = _U32.unpack_from(buf, at)[0]
-    return at + offset
+def _table(buf: bytes, pos: int, offset: int) -> int:
+    """Where the table (or vector) that field ``offset`` of the table at ``pos`` refers
+    to lies: the ``uoffset`` stored there, followed."""
+    at = pos + offset
+    return at + _U32.unpack_from(buf, at)[0]  # type: ignore[no-any-return]
 
 
 def _bytes(buf: bytes, at: int) -> bytes:
@@ -363,12 +387,16 @@ def _timestamp(buf: bytes, at: int) -> Timestamp:
     return Timestamp.from_fields(*_TIMESTAMP.unpack_from(buf, at))
 
 
-def _hash(buf: bytes, at: int) -> Multihash | None:
-    return Multihash.from_bytes(_bytes(buf, at)) if at else None
+def _hash(buf: bytes, pos: int, offset: int) -> Multihash | None:
+    return Multihash.from_bytes(_bytes(buf, pos + offset)) if offset else None
 
 
-def _u64(buf: bytes, at: int) -> int | None:
-    return _U64.unpack_from(buf, at)[0] if at else None
+def _u64(buf: bytes, pos: int, offset: int) -> int | None:
+    return _U64.unpack_from(buf, pos + offset)[0] if offset else None
+
+
+def _text(buf: bytes, pos: int, offset: int) -> str | None:
+    return _bytes(buf, pos + offset).decode("utf-8") if offset else None
 
 
 _SLICE_REFERENCES = ("logical_hash", "physical_hash", "offset_interval")
@@ -376,67 +404,90 @@ _SLICE_REFERENCES = ("logical_hash", "physical_hash", "offset_interval")
 (its scalars do: an absent scalar is its default, 0, in FlatBuffers)."""
 
 
-def _parse_data_step(buf: bytes, pos: int, transform: bool) -> DataStep:
+def _parse_data_step(buf: bytes, pos: int, transform: bool, state_fields: bool) -> DataStep:
     """AddData fields are 0-5; ExecuteTransform's are the same shifted by its inputs (0)."""
     if transform:
-        inputs, prev_checkpoint, prev_offset, data, checkpoint, watermark = _fields(buf, pos, 6)
+        inputs, prev_checkpoint, prev_offset, data, checkpoint, watermark = slot_offsets(
+            buf, pos, 6
+        )
         state = 0
     else:
-        prev_checkpoint, prev_offset, data, checkpoint, watermark, state = _fields(buf, pos, 6)
-    new_data = new_checkpoint = source_state = None
-    if data:
-        logical, physical, interval, size = _fields(buf, _ref(buf, data), 4)
-        if not (logical and physical and interval):
-            present = zip(_SLICE_REFERENCES, (logical, physical, interval), strict=True)
-            raise missing_field(models.DataSlice, [name for name, at in present if not at])
-        start_at, end_at = _fields(buf, _ref(buf, interval), 2)
-        new_data = NewData(
-            _hash(buf, logical),  # type: ignore[arg-type]
-            _hash(buf, physical),  # type: ignore[arg-type]
-            _u64(buf, start_at) or 0,
-            _u64(buf, end_at) or 0,
-            _u64(buf, size) or 0,
-        )
-    if checkpoint:
-        hash_at, size_at = _fields(buf, _ref(buf, checkpoint), 2)
-        if not hash_at:
-            raise missing_field(models.Checkpoint, ["physical_hash"])
-        new_checkpoint = NewCheckpoint(_hash(buf, hash_at), _u64(buf, size_at) or 0)  # type: ignore[arg-type]
-    if state:
-        texts = zip(
-            ("source_name", "kind", "value"), _fields(buf, _ref(buf, state), 3), strict=True
-        )
-        source_state = build_model(
-            models.SourceState,
-            {name: _bytes(buf, at).decode("utf-8") for name, at in texts if at},
-        )
-    return DataStep(
-        _query_inputs(buf, inputs) if transform else None,
-        _hash(buf, prev_checkpoint),
-        _u64(buf, prev_offset),
-        new_data,
-        new_checkpoint,
-        _timestamp(buf, watermark) if watermark else None,
-        source_state,
+        prev_checkpoint, prev_offset, data, checkpoint, watermark, state = slot_offsets(buf, pos, 6)
+    new_data = _new_data(buf, _table(buf, pos, data)) if data else None
+    new_checkpoint = _new_checkpoint(buf, _table(buf, pos, checkpoint)) if checkpoint else None
+    source_state = _source_state(buf, _table(buf, pos, state), state_fields) if state else None
+    return new_tuple(
+        DataStep,
+        (
+            _query_inputs(buf, pos, inputs) if transform else None,
+            _hash(buf, pos, prev_checkpoint),
+            _u64(buf, pos, prev_offset),
+            new_data,
+            new_checkpoint,
+            _timestamp(buf, pos + watermark) if watermark else None,
+            source_state,
+        ),
     )
 
 
-def _query_inputs(buf: bytes, at: int) -> list[models.ExecuteTransformInput]:
-    if not at:
+def _new_data(buf: bytes, pos: int) -> NewData:
+    logical, physical, interval, size = slot_offsets(buf, pos, 4)
+    if not (logical and physical and interval):
+        present = zip(_SLICE_REFERENCES, (logical, physical, interval), strict=True)
+        raise missing_field(models.DataSlice, [name for name, at in present if not at])
+    bounds = _table(buf, pos, interval)
+    start, end = slot_offsets(buf, bounds, 2)
+    return new_tuple(
+        NewData,
+        (
+            _hash(buf, pos, logical),
+            _hash(buf, pos, physical),
+            _u64(buf, bounds, start) or 0,
+            _u64(buf, bounds, end) or 0,
+            _u64(buf, pos, size) or 0,
+        ),
+    )
+
+
+def _new_checkpoint(buf: bytes, pos: int) -> NewCheckpoint:
+    hash_at, size_at = slot_offsets(buf, pos, 2)
+    if not hash_at:
+        raise missing_field(models.Checkpoint, ["physical_hash"])
+    return new_tuple(NewCheckpoint, (_hash(buf, pos, hash_at), _u64(buf, pos, size_at) or 0))
+
+
+def _source_state(buf: bytes, pos: int, as_fields: bool) -> SourceStateFields | models.SourceState:
+    """A source state as its fields (``SourceStateFields``), or the model built from
+    them. All three are required, as the model's are."""
+    name_at, kind_at, value_at = slot_offsets(buf, pos, 3)
+    name, kind, value = (
+        _text(buf, pos, name_at),
+        _text(buf, pos, kind_at),
+        _text(buf, pos, value_at),
+    )
+    if name is None or kind is None or value is None:
+        texts = zip(SourceStateFields._fields, (name, kind, value), strict=True)
+        raise missing_field(models.SourceState, sorted(n for n, text in texts if text is None))
+    fields = SourceStateFields.interned(name, kind, value)
+    return fields if as_fields else fields.model()
+
+
+def _query_inputs(buf: bytes, pos: int, offset: int) -> list[models.ExecuteTransformInput]:
+    if not offset:
         return []
-    start = _ref(buf, at)
+    start = _table(buf, pos, offset)
     items = range(start + 4, start + 4 + 4 * _U32.unpack_from(buf, start)[0], 4)
-    return [_query_input(buf, _ref(buf, item)) for item in items]
+    return [_query_input(buf, _table(buf, item, 0)) for item in items]
 
 
 def _query_input(buf: bytes, pos: int) -> models.ExecuteTransformInput:
-    dataset_id, prev_block, new_block, prev_offset, new_offset = _fields(buf, pos, 5)
+    dataset_id, prev_block, new_block, prev_offset, new_offset = slot_offsets(buf, pos, 5)
     values: dict[str, Any] = {
-        "dataset_id": DatasetId.from_bytes(_bytes(buf, dataset_id)) if dataset_id else None,
-        "prev_block_hash": _hash(buf, prev_block),
-        "new_block_hash": _hash(buf, new_block),
-        "prev_offset": _u64(buf, prev_offset),
-        "new_offset": _u64(buf, new_offset),
+        "dataset_id": DatasetId.from_bytes(_bytes(buf, pos + dataset_id)) if dataset_id else None,
+        "prev_block_hash": _hash(buf, pos, prev_block),
+        "new_block_hash": _hash(buf, pos, new_block),
+        "prev_offset": _u64(buf, pos, prev_offset),
+        "new_offset": _u64(buf, pos, new_offset),
     }
     values = {name: value for name, value in values.items() if value is not None}
     return build_model(models.ExecuteTransformInput, values)  # type: ignore[no-any-return]

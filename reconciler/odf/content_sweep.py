@@ -150,7 +150,7 @@ def judged_blocks(
         if not names_digest(name, hashlib.sha3_256(data).digest()):
             continue
         try:
-            block = decode_data_block(data)
+            block = decode_data_block(data, state_fields=True)
         except BlockDecodeError:
             continue
         if block is None:
@@ -268,8 +268,7 @@ class ContentSweep:
         if self.block_chunks is not None:
             for index in self.block_chunks.from_front():
                 data, others = judged_blocks(self.root, _chunk(self.block_names, index, CHUNK))
-                for name, block in data.items():
-                    parsed[name] = block.with_state_fields()
+                parsed.update(data)
                 parsed.update(_decoded(others))
                 while self.block_answers and self._ready():
                     self._take_blocks(parsed)

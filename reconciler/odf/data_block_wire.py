@@ -5,10 +5,9 @@ A full integrity check parses part of a long chain in a forked child
 ``DataBlock`` costs about as much as parsing the block again (its timestamps and source
 state are objects pickle rebuilds field by field), while ``marshal`` of the same fields
 as built-in values, and rebuilding the tuples here, costs a third of a parse. The
-rebuilt block equals the one ``codec.decode_data_block`` gives, models included (the
-same fields marked set), but for its source state, which comes back as its fields
-(``SourceStateFields``, which the chain rules judge as they judge its model), so the
-rules cannot tell where it was parsed.
+rebuilt block equals the one ``codec.decode_data_block`` gives with its source state as
+fields (``state_fields``), models included (the same fields marked set), so the rules
+cannot tell where it was parsed.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import models
-from .data_step import DataBlock, DataStep, NewCheckpoint, NewData, SourceStateFields
+from .data_step import DataBlock, DataStep, NewCheckpoint, NewData, SourceStateFields, new_tuple
 from .fbs_reader import build_model
 from .multiformat import DatasetId, Multihash
 from .timestamps import Timestamp
@@ -66,7 +65,7 @@ def from_plain(plain: Plain) -> DataBlock:
         watermark,
         state,
     ) = plain
-    step = _new(
+    step = new_tuple(
         DataStep,
         (
             None if inputs is None else [_input(fields) for fields in inputs],
@@ -74,20 +73,15 @@ def from_plain(plain: Plain) -> DataBlock:
             prev_offset,
             None
             if data is None
-            else _new(NewData, (_hash(data[0]), _hash(data[1]), data[2], data[3], data[4])),
+            else new_tuple(NewData, (_hash(data[0]), _hash(data[1]), data[2], data[3], data[4])),
             None
             if checkpoint is None
-            else _new(NewCheckpoint, (_hash(checkpoint[0]), checkpoint[1])),
+            else new_tuple(NewCheckpoint, (_hash(checkpoint[0]), checkpoint[1])),
             None if watermark is None else Timestamp(*watermark),
-            None if state is None else _new(SourceStateFields, state),
+            None if state is None else new_tuple(SourceStateFields, state),
         ),
     )
-    return _new(DataBlock, (Timestamp(seconds, nanos), _hash(prev), seq, step))
-
-
-_new = tuple.__new__
-"""Builds a named tuple from its fields: ``_make`` is a Python function around it (and
-a length check that fields ``to_plain`` wrote do not need), a fifth of the rebuild."""
+    return new_tuple(DataBlock, (Timestamp(seconds, nanos), _hash(prev), seq, step))
 
 
 def _text(hash_: Multihash | None) -> str | None:

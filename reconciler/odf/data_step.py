@@ -19,6 +19,11 @@ from .fbs_reader import build_model
 from .multiformat import Multihash
 from .timestamps import Timestamp
 
+new_tuple = tuple.__new__
+"""Builds one of these named tuples from its fields: ``_make`` is a Python function
+around it (and a length check that the codec and ``data_block_wire``, which build them
+by the hundred thousand, do not need), a fifth of a rebuild."""
+
 
 class NewData(NamedTuple):
     """A data block's ``newData`` slice."""
@@ -51,14 +56,25 @@ class SourceStateFields(NamedTuple):
 
     @classmethod
     def of(cls, state: models.SourceState | SourceStateFields) -> SourceStateFields:
-        """A state's fields, its name and kind interned: every block of a chain repeats
-        them, so all its blocks share one string of each (``marshal`` sends it once per
+        """A state's fields (``interned``)."""
+        return cls.interned(state.source_name, state.kind, state.value)
+
+    @classmethod
+    def interned(cls, source_name: str, kind: str, value: str) -> SourceStateFields:
+        """The fields, the name and kind interned: every block of a chain repeats them,
+        so all its blocks share one string of each (``marshal`` sends it once per
         answer, then a reference), which the fold finds in the cache."""
-        return cls(sys.intern(state.source_name), sys.intern(state.kind), state.value)
+        return new_tuple(cls, (sys.intern(source_name), sys.intern(kind), value))
 
     def model(self) -> models.SourceState:
         """The model of these fields, every field marked set, as the codec builds it."""
         return build_model(models.SourceState, self._asdict())  # type: ignore[no-any-return]
+
+
+def state_model(state: models.SourceState | SourceStateFields) -> models.SourceState:
+    """A source state as a model, whichever form it has: what a model (an event, a
+    chain state) holds."""
+    return state.model() if isinstance(state, SourceStateFields) else state
 
 
 def state_fields(
@@ -79,9 +95,10 @@ class DataStep(NamedTuple):
     new_checkpoint: NewCheckpoint | None
     new_watermark: Timestamp | None
     new_source_state: models.SourceState | SourceStateFields | None
-    """A model when the step was made from one (``of``) or by the codec; its fields in
-    the blocks a full integrity check keeps (``DataBlock.with_state_fields``,
-    ``data_block_wire``). The chain rules take both."""
+    """A model when the step was made from one (``of``) or by the codec by default; its
+    fields when the codec was asked for them (``decode_data_block``'s ``state_fields``:
+    a full integrity check and ``Dataset.state`` ask), or the block was rebuilt by
+    ``data_block_wire``. The chain rules take both (``state_fields``, ``state_model``)."""
 
     @property
     def is_transform(self) -> bool:
@@ -115,12 +132,11 @@ class DataStep(NamedTuple):
         """The data and checkpoint files the block names, as paths in the dataset
         folder, with the sizes it gives them."""
         named = []
-        if self.new_data is not None:
-            named.append((f"data/{self.new_data.physical_hash}", self.new_data.size))
-        if self.new_checkpoint is not None:
-            named.append(
-                (f"checkpoints/{self.new_checkpoint.physical_hash}", self.new_checkpoint.size)
-            )
+        data, checkpoint = self.new_data, self.new_checkpoint
+        if data is not None:
+            named.append(("data/" + data.physical_hash, data.size))
+        if checkpoint is not None:
+            named.append(("checkpoints/" + checkpoint.physical_hash, checkpoint.size))
         return named
 
 

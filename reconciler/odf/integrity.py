@@ -108,12 +108,13 @@ def _inspect(dataset: Dataset, keep_blocks: bool) -> Inspection:
             blocks = list(dataset.iter_judged_blocks(parsed=parsed))
         blocks.reverse()
         derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
+        named = _named_sizes(blocks)  # while the child still hashes files: see _check_files
         verified = sweep.files()
     except (ChainRuleError, RepositoryError, ValueError) as e:
         return Inspection([_chain_problem(e)], [])
     finally:
         sweep.close()
-    problems, files = _check_files(dataset, blocks, derivative, verified)
+    problems, files = _check_files(dataset, blocks, derivative, verified, named)
     kept = cast(list[tuple[Multihash, MetadataBlock]], blocks) if keep_blocks else []
     count = len(blocks)
     # The chain's list goes first, so that the blocks not kept are freed with ``parsed``,
@@ -224,16 +225,42 @@ def _named_files(block: MetadataBlock) -> list[tuple[str, models.DataSlice | mod
     return named
 
 
+NamedSizes = tuple[dict[str, int], int]
+"""The files some blocks name, by path, with the sizes the blocks give them, and how many
+times the blocks name a file (more than there are paths when two blocks name one)."""
+
+
+def _named_sizes(blocks: Sequence[tuple[Multihash, MetadataBlock | DataBlock]]) -> NamedSizes:
+    sizes: dict[str, int] = {}
+    count = 0
+    for _, block in blocks:
+        for path, size in _file_sizes(block):
+            sizes[path] = size
+            count += 1
+    return sizes, count
+
+
 def _check_files(
     dataset: Dataset,
     blocks: Sequence[tuple[Multihash, MetadataBlock | DataBlock]],
     derivative: bool,
     verified: dict[str, int] | None = None,
+    named: NamedSizes | None = None,
 ) -> tuple[list[IntegrityProblem], int]:
     """Every data and checkpoint file the blocks name, and how many there were. A file
     in ``verified`` with the size the block gives needs no second look; any other is
-    checked here, against the block's model, which also words the problem."""
+    checked here, against the block's model, which also words the problem.
+
+    With the blocks' ``named`` files, gathered while the sweep's child still hashed
+    files, an intact dataset is settled by one comparison of two dicts: looking the
+    files up block by block once the child was done cost a full check of 100,000
+    blocks 0.18 s, with the second core idle. Anything else (a file not verified, or
+    named twice) is looked at block by block, as without them."""
     verified = verified or {}
+    if named is not None:
+        sizes, count = named
+        if len(sizes) == count and sizes.items() <= verified.items():
+            return [], count
     problems: list[IntegrityProblem] = []
     files = 0
     for hash_, block in blocks:

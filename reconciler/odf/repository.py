@@ -626,8 +626,9 @@ _B = TypeVar("_B")
 
 
 def _judged(data: bytes) -> MetadataBlock | DataBlock:
-    """A block as a fold that only judges it takes it: a data block as tuples."""
-    return decode_data_block(data) or decode_block(data)
+    """A block as a fold that only judges it takes it: a data block as tuples, its
+    source state as fields."""
+    return decode_data_block(data, state_fields=True) or decode_block(data)
 
 
 def _named(hash_: str, decode: Callable[[bytes], _B], data: bytes) -> _B:
