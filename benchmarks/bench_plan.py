@@ -21,7 +21,7 @@ import yaml
 from reconciler.config import RepoConfig
 from reconciler.odf import DatasetId, Multihash, Timestamp, block_hash, encode_block, models
 from reconciler.odf.repository import DatasetLayout
-from reconciler.planning import PlanRequest, make_plan
+from reconciler.planning.compose import PlanRequest, make_plan
 
 MANIFEST = """kind: DatasetSnapshot
 version: 1

@@ -54,17 +54,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import reconciler.apply
+import reconciler.apply.run
 import reconciler.transform.execute
 import reconciler.transform.run
-from reconciler.apply import Outcome, apply_plan
+from reconciler.apply.run import Outcome, apply_plan
 from reconciler.config import RepoConfig
 from reconciler.engine.session import SparkSettings, get_spark
 from reconciler.ingest.pull import IngestContext
 from reconciler.odf import models
 from reconciler.odf.repository import OdfRepository
 from reconciler.plan.builder import QueryValidator
-from reconciler.planning import PlanRequest, make_plan, spark_validator
+from reconciler.planning.compose import PlanRequest, make_plan, spark_validator
+from reconciler.writer import slice_files
 
 ROOT = "bench.readings"
 SCHEMA = "[event_time TIMESTAMP, station STRING, temperature DOUBLE]"
@@ -189,7 +190,7 @@ class Probe:
     def transforms(self) -> Iterator[None]:
         execute, run = reconciler.transform.execute, reconciler.transform.run
         undo = [
-            self.wrap(reconciler.apply, "run_derivative", "total", starts=True),
+            self.wrap(reconciler.apply.run, "run_derivative", "total", starts=True),
             self.wrap(run, "next_inputs", "inputs"),
             self.wrap(run, "has_work", "has_work"),
             self.wrap(run, "stage_transform", "stage"),
@@ -281,13 +282,15 @@ def baselines(
     sorted by offset (a global sort), and the same over the rows in one partition, in
     file order, written as one file (the shape of a slice read and written
     deterministically, without offsets, hashes or blocks), each written with
-    ``df.write.parquet``. The better of two runs; the rows written are counted
-    afterwards, untimed."""
+    ``df.write.parquet``; and the one-partition rows handed to a Spark Python worker
+    that only counts them (``handover``): the floor of any writer that runs in Python,
+    as the slice writer does to embed the chain's Arrow schema. The better of two runs;
+    the rows written are counted afterwards, untimed."""
     results: dict[str, dict[str, tuple[float, int]]] = {}
     view = f"`{ROOT}`"
     for name, query in QUERIES.items():
         results[name] = {}
-        for variant in ("plain", "sorted", "one"):
+        for variant in ("plain", "sorted", "one", "handover"):
             times = []
             for attempt in range(2):
                 target = out / f"{name}-{variant}-{attempt}.parquet"
@@ -295,16 +298,27 @@ def baselines(
                 frame = spark.read.parquet(*[str(p) for p in files])
                 if variant == "sorted":
                     frame = frame.orderBy(offset)
-                elif variant == "one":
+                elif variant in ("one", "handover"):
                     frame = frame.coalesce(1)
                 frame.createOrReplaceTempView(view)
                 output = spark.sql(query)
-                (output.coalesce(1) if variant == "one" else output).write.parquet(str(target))
+                if variant == "handover":
+                    counted = slice_files._map_in_arrow(output.coalesce(1), _count_rows)
+                    rows = counted.collect()[0]["rows"]
+                else:
+                    (output.coalesce(1) if variant == "one" else output).write.parquet(str(target))
                 times.append(time.perf_counter() - start)
-            rows = spark.read.parquet(str(target)).count()
+            if variant != "handover":
+                rows = spark.read.parquet(str(target)).count()
             results[name][variant] = (min(times), rows)
         spark.catalog.dropTempView(ROOT)
     return results
+
+
+def _count_rows(batches: Iterator[Any]) -> Iterator[Any]:
+    """A Python worker's task that receives the rows, as the slice writer's does, and
+    only counts them (reported in the writer's own summary row)."""
+    yield slice_files._summary(output=0, rows=sum(batch.num_rows for batch in batches))
 
 
 def main() -> None:
@@ -387,7 +401,9 @@ def main() -> None:
             "sorted    = the same over the rows sorted by offset first (a global sort); "
             "best of 2.\n"
             "one file  = the same over the rows in one partition in file order, written as "
-            "one file\n  (a slice's shape, read deterministically); best of 2."
+            "one file\n  (a slice's shape, read deterministically); best of 2.\n"
+            "hand-over = the one-file query's rows handed to a Spark Python worker that only "
+            "counts them\n  (the floor of any writer in Python); best of 2."
         )
         print()
         header = f"{'':26s}{'seconds':>9s}{'input rows/s':>14s}{'rows out':>11s}{'x baseline':>12s}"
@@ -397,6 +413,7 @@ def main() -> None:
             plain_s, plain_rows = base[label]["plain"]
             sorted_s, sorted_rows = base[label]["sorted"]
             one_s, one_rows = base[label]["one"]
+            hand_s, hand_rows = base[label]["handover"]
             lines = [
                 (
                     f"{label} transform",
@@ -406,6 +423,7 @@ def main() -> None:
                 (f"{label} baseline", plain_s, plain_rows),
                 (f"{label} sorted baseline", sorted_s, sorted_rows),
                 (f"{label} one-file baseline", one_s, one_rows),
+                (f"{label} hand-over to Python", hand_s, hand_rows),
             ]
             for text, seconds, out in lines:
                 print(

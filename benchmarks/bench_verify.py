@@ -26,10 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from reconciler.inspection.verify import changes_since, verify_change
 from reconciler.odf import DatasetId, Multihash, Timestamp, block_hash, encode_block, models
 from reconciler.odf.integrity import inspect_dataset
 from reconciler.odf.repository import Dataset, DatasetLayout, OdfRepository
-from reconciler.verify import changes_since, verify_change
 
 NAME = "org.example.bench"
 T0 = Timestamp.parse("2026-01-01T00:00:00Z")

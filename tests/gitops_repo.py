@@ -14,19 +14,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from conftest_spark import TEST_SETTINGS
 
-from reconciler.apply import Outcome, apply_plan
-from reconciler.apply_metadata import apply_dataset, delete_dataset
+from reconciler.apply.metadata import apply_dataset, delete_dataset
+from reconciler.apply.run import Outcome, apply_plan
 from reconciler.config import RepoConfig
 from reconciler.engine.session import get_spark
 from reconciler.ingest.pull import IngestContext
+from reconciler.lineage.openlineage_events import Lineage
 from reconciler.odf import Timestamp
 from reconciler.odf.models import AddData, ExecuteTransform
 from reconciler.odf.repository import Dataset, OdfRepository
-from reconciler.openlineage_events import Lineage
 from reconciler.plan.builder import PlanOptions, QueryValidator, build_plan, read_actual
 from reconciler.plan.desired import load_desired
 from reconciler.plan.model import Action, Plan
-from reconciler.planning import PlanRequest, make_plan
+from reconciler.planning.compose import PlanRequest, make_plan
 
 T0 = Timestamp.parse("2026-01-01T00:00:00Z")
 

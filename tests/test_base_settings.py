@@ -12,7 +12,7 @@ from pathlib import Path
 import git
 
 from reconciler.config import RepoConfig
-from reconciler.planning import _spark_settings
+from reconciler.planning.compose import _spark_settings
 
 PR_SPARK = """[tool.reconciler.spark]
 master = "local[1]"

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from reconciler import log_view
+from reconciler.inspection import log as log_view
+from reconciler.inspection.verify import dataset_names
 from reconciler.odf import DatasetId, Multihash, Timestamp, models
 from reconciler.odf.arrow_schema import encode_arrow_schema
 from reconciler.odf.repository import OdfRepository
-from reconciler.verify import dataset_names
 
 DID = DatasetId.from_public_key(bytes(range(32)))
 DID_DAILY = DatasetId.from_public_key(bytes(range(1, 33)))

@@ -25,10 +25,10 @@ import pytest
 from gitops_repo import GitOpsRepo, reconcile
 from test_crash_kill import TEMPLATE_DATASETS, WHEN, template
 
-from reconciler.ingest.writer import ConcurrentRunError, all_or_nothing
 from reconciler.odf import DatasetId, Timestamp, models
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.repository import Dataset
+from reconciler.writer.commit import ConcurrentRunError, all_or_nothing
 
 AT = Timestamp.parse(WHEN)
 

@@ -19,14 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from reconciler.apply import Status, apply_plan
+from reconciler.apply.run import Status, apply_plan
 from reconciler.cli import app
 from reconciler.config import ConfigError, RepoConfig
 from reconciler.ingest.fetch import Fetched, SourceOutsideError, UpToDate, fetch
 from reconciler.ingest.pull import IngestContext
 from reconciler.odf import Timestamp, models
 from reconciler.odf.repository import OdfRepository
-from reconciler.planning import PlanRequest, make_plan
+from reconciler.planning.compose import PlanRequest, make_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

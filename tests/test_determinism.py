@@ -15,12 +15,12 @@ import pytest
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
 
 from reconciler.engine.query_check import check_query
+from reconciler.inspection.sql import run_sql
 from reconciler.odf.models import TransformSql
 from reconciler.odf.repository import OdfRepository
 from reconciler.plan.model import Column, Location, Severity, Verdict
 from reconciler.plan.policies import DEFAULT_DETERMINISM, PolicyError, load_policies
-from reconciler.planning import PlanRequest, make_plan
-from reconciler.sql_query import run_sql
+from reconciler.planning.compose import PlanRequest, make_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

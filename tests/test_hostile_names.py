@@ -16,7 +16,7 @@ from hostile import GOOD_NAME, Hostile, assert_refused, build
 
 from reconciler.config import RepoConfig
 from reconciler.plan.model import Location, Problem
-from reconciler.planning import PlanRequest, make_plan
+from reconciler.planning.compose import PlanRequest, make_plan
 
 GRAMMAR = "is not a valid dataset name"
 NOT_A_REF = "is not a dataset reference"

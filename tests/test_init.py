@@ -17,12 +17,12 @@ from gitops_repo import reconcile, rows, slices
 from pyspark.sql import SparkSession
 from workflow_lint import check_jsonschema, run_scripts, shellcheck
 
-from reconciler.apply import Outcome, Status
+from reconciler.apply.run import Outcome, Status
 from reconciler.config import RepoConfig
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.repository import OdfRepository
 from reconciler.plan.model import Action
-from reconciler.planning import PlanRequest, make_plan
+from reconciler.planning.compose import PlanRequest, make_plan
 from reconciler.scaffold import (
     TEMPLATES,
     ConflictingFilesError,

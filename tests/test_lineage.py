@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
 
-from reconciler.lineage import LineageGraph, LineageNode, lineage_graph, render_lineage
+from reconciler.lineage.graph import LineageGraph, LineageNode, lineage_graph, render_lineage
 from reconciler.odf.models import DatasetKind
 
 JOIN_SQL = "SELECT a.id, a.v, b.w FROM `example.a` a JOIN `example.b` b ON a.id = b.id"

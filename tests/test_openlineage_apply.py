@@ -25,15 +25,15 @@ from openlineage_backend import Backend, isolated_home, serve, validate
 from test_cli_conventions import normal
 from typer.testing import CliRunner
 
-from reconciler.apply import Outcome, Status, apply_plan
+from reconciler.apply.run import Outcome, Status, apply_plan
 from reconciler.cli import app
 from reconciler.config import RepoConfig
 from reconciler.ingest.pull import IngestContext
+from reconciler.lineage.openlineage_events import Lineage
+from reconciler.lineage.openlineage_runs import sql_text
 from reconciler.odf import Timestamp, models
 from reconciler.odf.repository import OdfRepository
-from reconciler.openlineage_events import Lineage
-from reconciler.openlineage_runs import sql_text
-from reconciler.planning import PlanRequest, make_plan
+from reconciler.planning.compose import PlanRequest, make_plan
 
 pytestmark = pytest.mark.usefixtures("spark")
 
@@ -337,7 +337,7 @@ def test_a_failed_metadata_append_sends_fail(tmp_path: Path, home: Path, backend
         validate(event)
     error = plain(backend.events[2]["run"]["facets"]["errorMessage"])
     assert error["message"] == (
-        f"reconciler.apply.MetadataError: another run advanced {RAW}; nothing of this run was kept"
+        f"reconciler.apply.run.MetadataError: another run advanced {RAW}; nothing of this run was kept"
     )
     # The run is described before its metadata, from the plan's events.
     assert plain(backend.events[2]["job"]["facets"]["sql"])["query"] == PREPROCESS_SQL

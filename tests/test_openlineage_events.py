@@ -22,7 +22,7 @@ from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
 from openlineage_backend import CORE, FACETS, Backend, isolated_home, serve, validate
 from referencing.exceptions import Unresolvable
 
-from reconciler.openlineage_events import (
+from reconciler.lineage.openlineage_events import (
     Lineage,
     LineageDataset,
     Repository,
@@ -431,7 +431,7 @@ def test_an_invalid_configuration_disables_lineage_with_a_warning(
     repo = make_repo(tmp_path / "repo")
     env = {"HOME": str(home), "OPENLINEAGE__TRANSPORT__TYPE": "http"}  # http without a url
 
-    with caplog.at_level(logging.WARNING, logger="reconciler.openlineage_events"):
+    with caplog.at_level(logging.WARNING, logger="reconciler.lineage.openlineage_events"):
         lineage = Lineage.from_environment(repo.root, env)
 
     assert lineage.enabled is False
@@ -460,7 +460,7 @@ def test_an_unreachable_backend_logs_one_warning_and_never_raises(
     lineage = Lineage.from_environment(repo.root, env)
     ran = []
 
-    with caplog.at_level(logging.WARNING, logger="reconciler.openlineage_events"):
+    with caplog.at_level(logging.WARNING, logger="reconciler.lineage.openlineage_events"):
         lineage.start_parent()
         with lineage.run(TRANSFORM_JOIN) as run:
             run.set_output_statistics(rows=2, size_bytes=10)
@@ -483,7 +483,7 @@ def test_a_backend_that_rejects_an_event_costs_the_rest_of_the_events_not_the_ru
     lineage = Lineage.from_environment(repo.root, http_env(home, backend.url))
     backend.status = 400
 
-    with caplog.at_level(logging.WARNING, logger="reconciler.openlineage_events"):
+    with caplog.at_level(logging.WARNING, logger="reconciler.lineage.openlineage_events"):
         lineage.start_parent()
         with lineage.run(INGEST_A) as run:
             run.set_output_statistics(rows=1, size_bytes=2)
@@ -496,7 +496,7 @@ def test_a_backend_that_rejects_an_event_costs_the_rest_of_the_events_not_the_ru
 
 
 def ours_logged(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "reconciler.openlineage_events"]
+    return [r for r in caplog.records if r.name == "reconciler.lineage.openlineage_events"]
 
 
 # Namespaces.

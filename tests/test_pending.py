@@ -16,7 +16,7 @@ from reconciler.plan.desired import load_desired
 from reconciler.plan.model import Location, Pending, Problem, Severity
 from reconciler.plan.pending import pending_data
 from reconciler.plan.render_common import summary_sentence
-from reconciler.planning import PlanRequest, list_globs, make_plan
+from reconciler.planning.compose import PlanRequest, list_globs, make_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NAME = "org.example.a"

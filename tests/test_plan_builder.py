@@ -382,7 +382,7 @@ def test_a_manifest_cannot_change_the_kind_of_an_existing_chain(repo: GitOpsRepo
 
 
 def test_base_ref_marks_what_the_pull_request_touched(repo: GitOpsRepo) -> None:
-    from reconciler.gitops import changed_paths
+    from reconciler.gitloop.gitops import changed_paths
 
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     repo.write("org.example.b", manifest("org.example.b", "Root", root_events()))

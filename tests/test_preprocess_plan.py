@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from gitops_repo import GitOpsRepo, derivative_events, manifest
 
 from reconciler.plan.model import Column, Plan, Problem, QueryCheck
-from reconciler.planning import PlanRequest, make_plan
+from reconciler.planning.compose import PlanRequest, make_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,14 +23,14 @@ from gitops_repo import (
 )
 from pyspark.sql import SparkSession
 
-from reconciler.apply import Status
+from reconciler.apply.run import Status
+from reconciler.inspection.verify import dataset_names, verify_dataset
 from reconciler.odf import Timestamp, models
 from reconciler.odf.json_schemas import validator
 from reconciler.plan.model import Action, Severity
 from reconciler.plan.render_json import plan_to_dict
 from reconciler.plan.render_text import render_text
-from reconciler.planning import PlanRequest, make_plan
-from reconciler.verify import dataset_names, verify_dataset
+from reconciler.planning.compose import PlanRequest, make_plan
 
 A, B, C = "org.example.a", "org.example.b", "org.example.c"
 OVERRIDE = "# reconcile: allow-breaking-change: b was never read downstream\n"

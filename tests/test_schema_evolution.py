@@ -26,16 +26,16 @@ from gitops_repo import (
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from reconciler.apply import Status
+from reconciler.apply.run import Status
 from reconciler.cli import app
 from reconciler.engine.session import get_spark
+from reconciler.inspection.verify import dataset_names, verify_dataset
 from reconciler.odf import Timestamp, models
 from reconciler.odf.arrow_schema import decode_arrow_schema
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.repository import Dataset
 from reconciler.plan.model import Action, ChangeClass
-from reconciler.planning import PlanRequest, make_plan
-from reconciler.verify import dataset_names, verify_dataset
+from reconciler.planning.compose import PlanRequest, make_plan
 
 pytestmark = pytest.mark.usefixtures("spark")
 

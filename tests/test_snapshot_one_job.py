@@ -18,12 +18,12 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 
-from reconciler.engine import write_slices
-from reconciler.engine.write_slices import Output, sorted_by_output, write_partitions
+from reconciler.writer import slice_files
 from reconciler.ingest.pull import IngestContext, pull_polling
 from reconciler.odf import DatasetId, Timestamp, models
 from reconciler.odf.repository import Dataset, OdfRepository
 from reconciler.odf.schema_evolution import IncompatibleSchemaError
+from reconciler.writer.slice_files import Output, sorted_by_output, write_partitions
 
 SYSTEM_TIME = Timestamp.parse("2026-02-01T12:00:00Z")
 HEADER = "event_time,id,qty\n"
@@ -116,13 +116,13 @@ def test_a_snapshot_run_writes_both_files_in_one_query_as_two_queries_did(
     tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queries: list[int] = []
-    real = write_slices._map_in_arrow
+    real = slice_files._map_in_arrow
 
     def counted(frame: DataFrame, task: Callable[..., Iterator[pa.RecordBatch]]) -> DataFrame:
         queries[-1] += 1
         return real(frame, task)
 
-    monkeypatch.setattr(write_slices, "_map_in_arrow", counted)
+    monkeypatch.setattr(slice_files, "_map_in_arrow", counted)
     (tmp_path / "in").mkdir()
     dataset = _snapshot_dataset(tmp_path)
     context = IngestContext(spark=lambda: spark, base_dir=tmp_path, env={}, system_time=SYSTEM_TIME)

@@ -23,10 +23,10 @@ import pytest
 
 from reconciler.engine.query_check import QueryError, apply_transform, check_query
 from reconciler.ingest.preprocess import PreprocessError, preprocess
+from reconciler.inspection.sql import SqlError, run_sql
 from reconciler.odf.models import DatasetVocabulary, TransformSql
 from reconciler.odf.repository import OdfRepository
 from reconciler.plan.model import Column
-from reconciler.sql_query import SqlError, run_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -18,9 +18,9 @@ from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from pyspark.sql import SparkSession
 from transform_repo import VOCAB, derivative, run
 
-from reconciler.apply import Status
+from reconciler.apply.run import Status
+from reconciler.inspection.verify import dataset_names, verify_dataset
 from reconciler.transform.one_task import ONE_TASK_CONF, one_task, session_conf
-from reconciler.verify import dataset_names, verify_dataset
 
 ORDERS = "org.example.orders"
 RATES = "org.example.rates"

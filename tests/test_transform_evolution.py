@@ -10,9 +10,9 @@ from gitops_repo import GitOpsRepo, events, manifest, rows, slices
 from pyspark.sql import SparkSession
 from transform_repo import PRICES, STOCK, VOCAB, derivative, make_repo, run, ts
 
-from reconciler.apply import Status
+from reconciler.apply.run import Status
+from reconciler.inspection.verify import dataset_names, verify_dataset
 from reconciler.odf import models
-from reconciler.verify import dataset_names, verify_dataset
 
 MULTI_STEP = f"""
     - kind: SetTransform

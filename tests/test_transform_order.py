@@ -13,12 +13,12 @@ from gitops_repo import events, rows, slices
 from pyspark.sql import SparkSession
 from transform_repo import PRICES, derivative, make_repo, run
 
-from reconciler.apply import Status
+from reconciler.apply.run import Status
 from reconciler.engine.stored_rows import MOST_SCANS, rows_in_one_partition
+from reconciler.inspection.verify import dataset_names, verify_dataset
 from reconciler.odf import models
 from reconciler.odf.arrow_schema import encode_arrow_schema
 from reconciler.transform.one_task import session_conf
-from reconciler.verify import dataset_names, verify_dataset
 
 PARTITIONINGS: list[dict[str, str]] = [
     {},

@@ -21,11 +21,11 @@ from gitops_repo import GitOpsRepo, events, slices
 from pyspark.sql import SparkSession
 from transform_repo import STOCK, derivative, make_repo, run
 
+from reconciler.inspection.verify import dataset_names, verify_dataset
 from reconciler.odf import Timestamp, content_sweep, models
 from reconciler.odf.integrity import inspect_dataset
 from reconciler.odf.repository import Dataset
 from reconciler.odf.slices import write_slice
-from reconciler.verify import dataset_names, verify_dataset
 
 SCALED = "org.example.scaled"
 

@@ -16,12 +16,12 @@ from typing import Annotated
 
 import typer
 
-from ..apply import Outcome, apply_plan
+from ..apply.run import Outcome, apply_plan
+from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
 from ..odf.lock import RepositoryLockedError
-from ..openlineage_events import Lineage
 from ..plan.model import Action, Plan
-from ..planning import PlanRequest
+from ..planning.compose import PlanRequest
 from . import interrupt, loop
 from . import plan as plan_command
 from .common import (

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from ..lineage import lineage_graph, render_lineage
+from ..lineage.graph import lineage_graph, render_lineage
 from .common import Session
 
 

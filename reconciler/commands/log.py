@@ -5,10 +5,10 @@ from __future__ import annotations
 import enum
 import sys
 
-from .. import log_view
+from ..inspection import log as log_view
+from ..inspection.verify import dataset_names
 from ..odf import models
 from ..odf.repository import RepositoryError
-from ..verify import dataset_names
 from .common import Session, existing, fail
 
 

@@ -18,7 +18,7 @@ import typer
 
 from ..config import ConfigError
 from ..gitloop import fingerprints, saved_plan
-from ..gitops import GitError
+from ..gitloop.gitops import GitError
 from ..odf import models
 from ..plan.model import Column, Plan, QueryCheck
 from ..plan.policies import PolicyError
@@ -26,7 +26,7 @@ from ..plan.render_json import render_json
 from ..plan.render_markdown import render_markdown
 from ..plan.render_text import render_text
 from ..plan.selection import plan_graph, restrict
-from ..planning import PlanRequest, make_plan
+from ..planning.compose import PlanRequest, make_plan
 from ..wording import count
 from .common import OutputFormat, Session, fail, selection
 

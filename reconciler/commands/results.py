@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..apply import Status
-from ..verify import Verdict
+from ..apply.run import Status
+from ..inspection.verify import Verdict
 from .progress import Finished
 
 RESULT_FORMAT_VERSION = 1

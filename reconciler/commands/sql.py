@@ -9,8 +9,8 @@ from pathlib import Path
 from ..config import ConfigError
 from ..engine.errors import describe
 from ..engine.session import EngineUnavailableError
-from ..lineage import lineage_graph
-from ..sql_query import TABLE_LIMIT, SqlError, render, run_sql, save
+from ..inspection.sql import TABLE_LIMIT, SqlError, render, run_sql, save
+from ..lineage.graph import lineage_graph
 from .common import JavaNotFound, Session, fail, selection
 
 

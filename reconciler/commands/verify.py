@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import typer
 
-from ..gitops import GitError
-from ..lineage import lineage_graph
-from ..verify import Verdict, changes_since, dataset_names, verify_change, verify_dataset
+from ..gitloop.gitops import GitError
+from ..inspection.verify import Verdict, changes_since, dataset_names, verify_change, verify_dataset
+from ..lineage.graph import lineage_graph
 from ..wording import count
 from .common import (
     EXIT_FAILED,

@@ -222,7 +222,7 @@ def _start(settings: SparkSettings) -> SparkSession:
     # Read by Spark's launcher scripts before the JVM starts; without it Spark resolves
     # the host name and may bind to an interface other than the driver's address.
     os.environ.setdefault(LOCAL_IP_ENV, conf["spark.driver.bindAddress"])
-    # Slices are written by Spark's Python workers (engine.write_slices): the driver's
+    # Slices are written by Spark's Python workers (writer.slice_files): the driver's
     # own interpreter, which has pyarrow, rather than whatever python3 is on the PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

@@ -22,8 +22,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from ..ingest.frames import as_read, column
 from ..odf.arrow_schema import decode_arrow_schema
+from .frames import as_read, column
 
 MOST_SCANS = 16
 """``rows_in_one_partition`` reads up to this many files as a scan each; more files are

@@ -8,5 +8,6 @@ reconciles again, never merging blocks of two chains (``push``). A saved plan re
 what it was computed from (``fingerprints``) and is applied only while all of it still
 holds (``saved_plan``).
 
-With ``reconciler.gitops`` this is the only code that talks to git.
+Its ``gitops`` module (what a pull request changed, files at a ref) serves planning and
+``verify --base`` too: this folder is the only code that talks to git.
 """

@@ -13,10 +13,10 @@ import importlib.metadata
 import tempfile
 from pathlib import Path
 
-from .. import gitops
 from ..config import RepoConfig
 from ..odf.repository import OdfRepository
 from ..plan.model import Fingerprints
+from . import gitops
 
 # The files ``load_policies`` may read (rules in YAML, schemas in JSON or YAML): hashing
 # only those keeps a README beside the policies from making every saved plan stale.
@@ -71,7 +71,7 @@ def differences(saved: Fingerprints, current: Fingerprints) -> list[str]:
 
 def _policies(config: RepoConfig, base_ref: str | None) -> tuple[tuple[str, str], ...]:
     """The policy files that judge the plan: the base branch's with ``--base`` (when it has
-    any, as ``planning`` decides), named by their path in the working tree."""
+    any, as ``planning.compose`` decides), named by their path in the working tree."""
     folder = _relative(config.root, config.policies_dir)
     if base_ref is not None:
         with tempfile.TemporaryDirectory() as tmp:

@@ -36,14 +36,14 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.types import DataType, StringType
 
+from ..engine.frames import column
 from ..engine.stored_rows import stored_rows
-from ..engine.write_slices import Output, Written, collected_schema, write_frame, write_tables
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.multiformat import Multihash
 from ..odf.repository import Dataset, DatasetLayout
 from ..odf.slices import WrittenFile, normalize_type, write_parquet
-from .frames import column
+from ..writer.slice_files import Output, Written, collected_schema, write_frame, write_tables
 from .merge import Op
 
 CHECKPOINT_KIND = "checkpoint"

@@ -22,8 +22,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.types import IntegerType
 
+from ..engine.frames import ROW_ID, column, data_columns
 from ..odf import models
-from .frames import ROW_ID, column, data_columns
 
 
 class MergeError(ValueError):

@@ -37,11 +37,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.types import IntegralType, StringType, TimestampType
 
+from ..engine.frames import column, is_time
 from ..engine.query_check import QueryError, apply_transform
 from ..odf import models
 from ..transform.one_task import one_task
 from ..transform.ordering import deterministic_order, row_wise
-from .frames import column, is_time
 
 INPUT_VIEW = "input"
 

@@ -25,11 +25,12 @@ from ..odf.chain import ChainState
 from ..odf.repository import Dataset
 from ..odf.schema_evolution import IncompatibleSchemaError
 from ..odf.timestamps import Timestamp
+from ..writer.commit import all_or_nothing, commit
 from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocessed
 from .readers import ReadError, read_data, spark_schema
-from .writer import SliceRequest, all_or_nothing, commit, stage
+from .stage import SliceRequest, stage
 
 
 class IngestError(RuntimeError):

@@ -77,10 +77,10 @@ from pyspark.sql.types import (
 )
 
 from ..engine.errors import first_line
+from ..engine.frames import as_read
 from ..odf import models
 from ..plan.ddl import DdlError, parse_columns
 from . import geo
-from .frames import as_read
 
 CORRUPT = "__odf_corrupt_record"
 """The column Spark fills with the raw text of a record it could not parse."""

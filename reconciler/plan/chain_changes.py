@@ -8,7 +8,7 @@ deletes, judged by the rule ``chains-changed-in-pull-request`` (an error unless 
 branch's policies lower it).
 
 Pure: the files come from git (``gitops.changed_files``) and the new blocks from disk
-(``planning``); this module only counts, describes and judges them.
+(``planning.compose``); this module only counts, describes and judges them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from reconciler.plan.model import Location, Severity, Verdict
 from reconciler.plan.policies import ChainChangesForbidden, PolicySet, Rule
 
 if TYPE_CHECKING:
-    from reconciler.gitops import FileStatus
+    from reconciler.gitloop.gitops import FileStatus
 
 POLICY_ID = "chains-changed-in-pull-request"
 

@@ -3,7 +3,7 @@
 A plan fetches nothing, so what it can say honestly depends on the source. A
 ``FilesGlob`` reads local files, and the next apply ingests exactly those its glob
 matches whose names come after the last file the chain ingested (its last source
-state): the planner is given the glob's listing (``planning.list_globs``: directory
+state): the planner is given the glob's listing (``planning.compose.list_globs``: directory
 entries, never opened) and names them. A glob matching no file at all is a warning, since
 it is most often a typo that would otherwise apply as silently "up to date". A ``Url`` or
 ``Container`` source only *may* have new data; finding out would mean fetching. A

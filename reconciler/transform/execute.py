@@ -9,7 +9,7 @@ partition the work. The query's output keeps its own row order: offsets follow i
 through a map or a filter) and is 0 otherwise, and ``system_time`` is the run's.
 Columns are ``offset, op, system_time`` and then the query's, as the Spark engine
 writes them. A Spark task writes the slice and hashes it as it writes
-(``engine.write_slices``).
+(``writer.slice_files``).
 
 The first run records the output's schema (a ``SetDataSchema`` before the
 ``ExecuteTransform``), even over inputs with no data yet. A later output with new
@@ -33,12 +33,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.types import IntegerType, IntegralType
 
+from ..engine.frames import column, is_time, normalize_timestamps
 from ..engine.query_check import QueryError, apply_transform
 from ..engine.stored_rows import rows_in_one_partition
-from ..engine.write_slices import collected_schema, slice_output, write_frame
 from ..ingest.checkpoints import CHECKPOINT_KIND
-from ..ingest.frames import column, is_time, normalize_timestamps
-from ..ingest.writer import Staged, data_slice, system_fields
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
 from ..odf.chain import ChainState
@@ -47,6 +45,8 @@ from ..odf.repository import Dataset
 from ..odf.schema_evolution import grown_schema
 from ..odf.slices import normalize_type
 from ..odf.timestamps import Timestamp
+from ..writer.commit import Staged, data_slice, system_fields
+from ..writer.slice_files import collected_schema, slice_output, write_frame
 from .inputs import InputSlice
 from .one_task import one_task
 from .ordering import deterministic_order

@@ -33,9 +33,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
-from ..engine.write_slices import sorted_in_one_partition
-from ..ingest.frames import column
+from ..engine.frames import column
 from ..odf import models
+from ..writer.slice_files import sorted_in_one_partition
 
 _ROW_WISE = frozenset({"Project", "Filter", "SubqueryAlias", "Generate"})
 """Logical plan nodes that make each output row from one row of their child, in its

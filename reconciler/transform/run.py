@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..ingest.pull import IngestContext, PullResult
-from ..ingest.writer import all_or_nothing, commit
 from ..odf.multiformat import DatasetId
 from ..odf.repository import Dataset, OdfRepository
+from ..writer.commit import all_or_nothing, commit
 from .execute import has_work, stage_transform
 from .inputs import next_inputs
 

@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .engine.errors import describe
-from .gitops import changed_paths, file_at
-from .odf import models
-from .odf.chain import ChainState
-from .odf.integrity import Change, IntegrityProblem, inspect_change, inspect_dataset
-from .odf.models import MetadataBlock
-from .odf.multiformat import DatasetId, Multihash
-from .odf.repository import Dataset, OdfRepository, RepositoryError
+from ..engine.errors import describe
+from ..gitloop.gitops import changed_paths, file_at
+from ..odf import models
+from ..odf.chain import ChainState
+from ..odf.integrity import Change, IntegrityProblem, inspect_change, inspect_dataset
+from ..odf.models import MetadataBlock
+from ..odf.multiformat import DatasetId, Multihash
+from ..odf.repository import Dataset, OdfRepository, RepositoryError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -133,8 +133,8 @@ def _replay(
     hash_: Multihash,
     block: MetadataBlock,
 ) -> IntegrityProblem | None:
-    from .transform.execute import stage_transform
-    from .transform.inputs import recorded_inputs
+    from ..transform.execute import stage_transform
+    from ..transform.inputs import recorded_inputs
 
     recorded = block.event
     assert isinstance(recorded, models.ExecuteTransform)

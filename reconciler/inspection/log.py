@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from .odf import models
-from .odf.arrow_schema import ArrowSchemaError, decode_arrow_schema
-from .odf.multiformat import Multihash
+from ..odf import models
+from ..odf.arrow_schema import ArrowSchemaError, decode_arrow_schema
+from ..odf.multiformat import Multihash
 
 Entry = tuple[Multihash, models.MetadataBlock]
 Names = Mapping[str, str]

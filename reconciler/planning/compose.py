@@ -15,29 +15,29 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import gitops
-from .config import ConfigError, RepoConfig, source_roots_of
-from .odf import models
-from .odf.codec import decode_block
-from .odf.repository import OdfRepository
-from .plan import chain_changes
-from .plan.builder import (
+from ..config import ConfigError, RepoConfig, source_roots_of
+from ..gitloop import gitops
+from ..odf import models
+from ..odf.codec import decode_block
+from ..odf.repository import OdfRepository
+from ..plan import chain_changes
+from ..plan.builder import (
     EngineUnavailableError,
     PlanOptions,
     QueryValidator,
     build_plan,
     read_actual,
 )
-from .plan.confinement import manifest_problems, source_problems
-from .plan.desired import DesiredDataset, load_desired
-from .plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
-from .plan.pending import GlobListings
-from .plan.policies import PolicySet, evaluate, load_policies
+from ..plan.confinement import manifest_problems, source_problems
+from ..plan.desired import DesiredDataset, load_desired
+from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
+from ..plan.pending import GlobListings
+from ..plan.policies import PolicySet, evaluate, load_policies
+from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .root_history import history_reader
-from .source_paths import OutsideError, SourceRoots, glob_matches
 
 if TYPE_CHECKING:
-    from .engine.session import SparkSettings
+    from ..engine.session import SparkSettings
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ def spark_validator(config: RepoConfig, base_ref: str | None = None) -> QueryVal
     def validate(
         dataset: str, inputs: Mapping[str, Sequence[Column]], transform: models.TransformSql
     ) -> QueryCheck:
-        from .engine import session
-        from .engine.query_check import check_query
+        from ..engine import session
+        from ..engine.query_check import check_query
 
         try:
             spark = session.get_spark(_spark_settings(config, base_ref))
@@ -70,7 +70,7 @@ def spark_validator(config: RepoConfig, base_ref: str | None = None) -> QueryVal
 
 def _spark_settings(config: RepoConfig, base_ref: str | None) -> SparkSettings:
     """``[tool.reconciler.spark]`` of the working tree, or of ``base_ref`` when given."""
-    from .engine.session import SparkSettings
+    from ..engine.session import SparkSettings
 
     if base_ref is None:
         return SparkSettings.load(config.root)

@@ -3,7 +3,7 @@
 New datasets get a Seed with a fresh ``did:odf`` id, then their events, all sharing one
 system time as kamu does. Transform inputs that name a dataset created in the same run
 are resolved to its new id here, because the plan (which writes nothing) could not know
-it. ``apply.py`` calls this in the plan's dependency order, so an input is always
+it. ``apply.run`` calls this in the plan's dependency order, so an input is always
 created before its readers.
 
 A Seed is appended only where there is no head at all (compare-and-swap from "no chain"),
@@ -17,10 +17,10 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from .odf import DatasetId, Timestamp, models
-from .odf.chain import ChainRuleError
-from .odf.repository import Dataset, HeadMovedError, OdfRepository, RepositoryError
-from .plan.model import Action, DatasetPlan
+from ..odf import DatasetId, Timestamp, models
+from ..odf.chain import ChainRuleError
+from ..odf.repository import Dataset, HeadMovedError, OdfRepository, RepositoryError
+from ..plan.model import Action, DatasetPlan
 
 
 @dataclass(frozen=True)

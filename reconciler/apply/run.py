@@ -28,18 +28,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Concatenate, ParamSpec, TypeVar
 
-from .apply_metadata import MetadataResult, append_planned, apply_dataset, delete_dataset
-from .apply_recreate import recreating
-from .engine.errors import describe
-from .ingest.pull import IngestContext, PullResult, pull_polling
-from .ingest.writer import all_or_nothing
-from .odf import Timestamp
-from .odf.multiformat import DatasetId
-from .odf.repository import Dataset, OdfRepository
-from .openlineage_events import Lineage, RunHandle
-from .openlineage_runs import RunDescriber
-from .plan.model import Action, DatasetPlan, Plan
-from .transform.run import run_derivative
+from ..engine.errors import describe
+from ..ingest.pull import IngestContext, PullResult, pull_polling
+from ..lineage.openlineage_events import Lineage, RunHandle
+from ..lineage.openlineage_runs import RunDescriber
+from ..odf import Timestamp
+from ..odf.multiformat import DatasetId
+from ..odf.repository import Dataset, OdfRepository
+from ..plan.model import Action, DatasetPlan, Plan
+from ..transform.run import run_derivative
+from ..writer.commit import all_or_nothing
+from .metadata import MetadataResult, append_planned, apply_dataset, delete_dataset
+from .recreate import recreating
 
 
 class Status(enum.StrEnum):
@@ -160,7 +160,7 @@ def _chain_of(
 ) -> Iterator[tuple[Dataset, MetadataResult]]:
     """The chain the dataset's data goes into, with its planned metadata appended: for a
     RECREATE a new chain built beside the old one, which replaces it when the body
-    succeeds (``apply_recreate``); else the dataset's own."""
+    succeeds (``apply.recreate``); else the dataset's own."""
     if ds.action is Action.RECREATE:
         with recreating(repo, ds, metadata_time, ids) as chain:
             yield chain

@@ -1,7 +1,7 @@
 """What each dataset run of an apply reads and writes, described for OpenLineage.
 
 ``apply`` knows when a dataset's run starts and ends; this module says what the run is
-about, in the terms of :class:`~reconciler.openlineage_events.RunInfo`:
+about, in the terms of :class:`~reconciler.lineage.openlineage_events.RunInfo`:
 
 - Inputs: a derivative's input datasets by name, each with its schema as its chain's
   ``SetDataSchema`` records it now (inputs ran earlier in the same apply, so that is the
@@ -34,13 +34,13 @@ from typing import Literal
 import git
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from .engine.query_check import columns_from_schema
-from .odf import models
-from .odf.arrow_schema import decode_arrow_schema
-from .odf.chain import ChainState
-from .odf.repository import Dataset, OdfRepository
+from ..engine.query_check import columns_from_schema
+from ..odf import models
+from ..odf.arrow_schema import decode_arrow_schema
+from ..odf.chain import ChainState
+from ..odf.repository import Dataset, OdfRepository
+from ..plan.model import DatasetPlan
 from .openlineage_events import LineageDataset, RunInfo
-from .plan.model import DatasetPlan
 
 log = logging.getLogger(__name__)
 

@@ -46,11 +46,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .engine.errors import first_line
-from .engine.query_check import OUTPUT_STEP, QueryError, apply_transform
-from .odf import models
-from .odf.repository import Dataset, OdfRepository
-from .odf.timestamps import Timestamp
+from ..engine.errors import first_line
+from ..engine.query_check import OUTPUT_STEP, QueryError, apply_transform
+from ..odf import models
+from ..odf.repository import Dataset, OdfRepository
+from ..odf.timestamps import Timestamp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -158,7 +158,7 @@ def _dataset_frame(spark: SparkSession, dataset: Dataset) -> DataFrame | None:
     Offsets grow with the chain, so ordering by offset gives the rows as written; Spark
     drops the sort where the query does not need it (under an aggregation, say).
     """
-    from .engine.stored_rows import stored_rows
+    from ..engine.stored_rows import stored_rows
 
     state = dataset.state()
     if state.data_schema is None:

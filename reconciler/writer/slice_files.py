@@ -44,7 +44,7 @@ from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ..ingest.frames import column
+from ..engine.frames import column
 from ..odf import models
 from ..odf.arrow_digest import RecordDigest
 from ..odf.multiformat import ARROW0_SHA3_256, Multihash

@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .config import RepoConfig
-from .odf import models
-from .odf.repository import OdfRepository
-from .plan.builder import read_actual
-from .plan.desired import load_desired, transform_inputs
-from .plan.model import Problem
+from ..config import RepoConfig
+from ..odf import models
+from ..odf.repository import OdfRepository
+from ..plan.builder import read_actual
+from ..plan.desired import load_desired, transform_inputs
+from ..plan.model import Problem
 
 LineageFormat = Literal["text", "mermaid", "dot"]
 

@@ -1,13 +1,13 @@
-"""Turn merged data into a committed slice: offsets, system columns, files, blocks.
+"""One ingest iteration staged: merge the new data into the chain's state, shape it as
+a slice and have Spark write it, with the strategy's next checkpoint; append nothing.
 
-This is kamu's DataWriter (ENGINE-SEMANTICS §1.2-§1.7, §1.10) on Spark: the merge runs
-on Spark, and a Spark task writes the slice as one Parquet file, in offset order, with
-its system columns and cast to the dataset's schema (``engine.write_slices``); a
-Snapshot's checkpoint is written by another task of the same query, from the same pass
-over the merge. The tasks hash the files as they write them, so the driver never holds
-a slice. Blocks are appended only after every file is in place, and the head moves
-last, so a crash at any point leaves the chain as it was or with the whole iteration
-committed.
+This is the ingest half of kamu's DataWriter (ENGINE-SEMANTICS §1.2-§1.7, §1.10) on
+Spark: the merge runs on Spark, and a Spark task writes the slice as one Parquet file, in
+offset order, with its system columns and cast to the dataset's schema
+(``writer.slice_files``); a Snapshot's checkpoint is written by another task of the same
+query, from the same pass over the merge. The tasks hash the files as they write them, so
+the driver never holds a slice. What is staged is committed by ``writer.commit``, which
+transforms share.
 
 The first slice defines the dataset's schema (a ``SetDataSchema`` block before the first
 ``AddData``). A later slice must have the same columns, or, when its source declares a
@@ -18,40 +18,38 @@ iteration with the difference spelled out, and nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, DateType, TimestampType
 
-from ..engine.write_slices import (
+from ..engine.frames import (
+    ROW_ID,
+    column,
+    data_columns,
+    normalize_timestamps,
+    timestamp_literal,
+    with_row_id,
+)
+from ..odf import models
+from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
+from ..odf.chain import ChainState
+from ..odf.repository import Dataset
+from ..odf.schema_evolution import grown_schema
+from ..odf.slices import WrittenFile, latest_of, normalize_type
+from ..odf.timestamps import Timestamp
+from ..writer.commit import Staged, data_slice, system_fields
+from ..writer.slice_files import (
     collected_schema,
     slice_output,
     sorted_by_output,
     sorted_in_one_partition,
     write_partitions,
 )
-from ..odf import models
-from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
-from ..odf.chain import ChainRuleError, ChainState
-from ..odf.multiformat import Multihash
-from ..odf.repository import Dataset, HeadMovedError, RepositoryError
-from ..odf.schema_evolution import IncompatibleSchemaError, grown_schema
-from ..odf.slices import (
-    MILLIS,
-    OFFSET_TYPE,
-    OP_TYPE,
-    WrittenFile,
-    latest_of,
-    normalize_type,
-)
-from ..odf.timestamps import Timestamp
 from .checkpoints import (
     CHECKPOINT_KIND,
     Previous,
@@ -60,14 +58,6 @@ from .checkpoints import (
     previous_checkpoint,
     write_checkpoint_frame,
     write_keys_checkpoint,
-)
-from .frames import (
-    ROW_ID,
-    column,
-    data_columns,
-    normalize_timestamps,
-    timestamp_literal,
-    with_row_id,
 )
 from .merge import Merged, merge_append, merge_ledger, merge_snapshot
 
@@ -88,22 +78,6 @@ class SliceRequest:
     """Whether new nullable columns may extend the dataset's schema: only when the source
     declares a read schema, so that the columns come from a manifest a plan has shown.
     Columns that appear in schema-less data alone are an error, as in kamu."""
-
-
-@dataclass
-class Staged:
-    """Everything one iteration will commit, already written to temporary files."""
-
-    head: Multihash | None
-    schema_event: models.SetDataSchema | None = None
-    data_event: models.AddData | models.ExecuteTransform | None = None
-    files: list[tuple[Path, str]] = field(default_factory=list)
-    """Files to move under their hashes: (path, "data" or CHECKPOINT_KIND)."""
-    slice: WrittenFile | None = None
-
-    @property
-    def rows(self) -> int:
-        return self.slice.rows if self.slice is not None else 0
 
 
 def stage(
@@ -153,18 +127,6 @@ def _carried_checkpoint(dataset: Dataset, state: ChainState) -> models.Checkpoin
     if size is None:
         return None
     return models.Checkpoint(physical_hash=state.checkpoint, size=size)
-
-
-def data_slice(written: WrittenFile | None, start: int) -> models.DataSlice | None:
-    """The DataSlice of a written slice whose first offset is ``start``."""
-    if written is None or written.rows == 0:
-        return None
-    return models.DataSlice(
-        logical_hash=written.logical_hash,
-        physical_hash=written.physical_hash,
-        offset_interval=models.OffsetInterval(start=start, end=start + written.rows - 1),
-        size=written.size,
-    )
 
 
 def _add_data(
@@ -336,34 +298,6 @@ def _rebuilt_keys(previous: Previous, merge: models.MergeStrategyLedger, workdir
     return write_checkpoint_frame(keys, merge, path).path
 
 
-def system_arrays(start: int, count: int, system_time: Timestamp) -> tuple[pa.Array, pa.Array]:
-    """The ``offset`` column from ``start`` and the ``system_time`` column of a slice."""
-    offsets = pa.array(np.arange(start, start + count, dtype=np.int64), OFFSET_TYPE)
-    millis = np.full(count, system_time.epoch_millis, dtype=np.int64)
-    return offsets, pa.array(millis, pa.int64()).cast(MILLIS)
-
-
-def system_fields(vocab: models.DatasetVocabulary) -> list[pa.Field]:
-    """The first three fields of every slice: offset, op and system_time, never null."""
-    return [
-        pa.field(vocab.offset_column, OFFSET_TYPE, nullable=False),
-        pa.field(vocab.operation_type_column, OP_TYPE, nullable=False),
-        pa.field(vocab.system_time_column, MILLIS, nullable=False),
-    ]
-
-
-def conform(arrays: list[pa.Array | pa.ChunkedArray], schema: pa.Schema) -> pa.Table:
-    """The columns as a table of ``schema``; a NULL in a NOT NULL column is an error."""
-    for array, target in zip(arrays, schema, strict=True):
-        if not target.nullable and array.null_count:
-            raise IncompatibleSchemaError(
-                f"column {target.name!r} is NOT NULL but {array.null_count} row(s) have no value"
-            )
-    return pa.Table.from_arrays(
-        [a.cast(f.type) for a, f in zip(arrays, schema, strict=True)], schema=schema
-    )
-
-
 def _slice_arrow_schema(
     rows: pa.Schema,
     vocab: models.DatasetVocabulary,
@@ -384,77 +318,3 @@ def _slice_arrow_schema(
         pa.field(n, normalize_type(rows.field(n).type), n not in request.required) for n in data
     ]
     return pa.schema(fields)
-
-
-def commit(dataset: Dataset, staged: Staged, system_time: Timestamp) -> int:
-    """Move the files under their hashes, then append the blocks; returns how many.
-
-    Files first: a block never references a file that is not in place. The head moves
-    with each append by compare-and-swap from the head the iteration started from, so a
-    concurrent writer makes this fail rather than interleave.
-    """
-    for path, kind in staged.files:
-        dataset.add_file(path, kind)
-    head, count = staged.head, 0
-    for event in (staged.schema_event, staged.data_event):
-        if event is not None:
-            head = dataset.append_event(event, system_time, expected_head=head)
-            count += 1
-    return count
-
-
-class ConcurrentRunError(RuntimeError):
-    """Another writer moved the dataset's head while this run was writing it. The run's
-    own files were taken back, the other's blocks and files left as they are."""
-
-    def __init__(self, dataset: str, kept: int) -> None:
-        self.dataset, self.kept = dataset, kept
-        if kept:
-            super().__init__(
-                f"another run advanced {dataset} after {kept} block(s) of this run; "
-                "those stay, the rest of this run was not kept"
-            )
-        else:
-            super().__init__(f"another run advanced {dataset}; nothing of this run was kept")
-
-
-@contextmanager
-def all_or_nothing(dataset: Dataset) -> Iterator[None]:
-    """On failure, take back exactly what this run wrote: move the head back to where it
-    started (only by compare-and-swap from the last head this run wrote), and remove the
-    files this run created that the chain does not reach, so nothing of it is left to be
-    committed to git.
-
-    If another writer moved the head meanwhile, its blocks and files stay and the
-    failure becomes a ``ConcurrentRunError``. Under the repository lock that never
-    happens; the rule protects writers that do not take it.
-    """
-    start = dataset.head()
-    with dataset.recording() as journal:
-        try:
-            yield
-        except BaseException as error:
-            conflict = isinstance(error, HeadMovedError)
-            if journal.head is not None:
-                try:
-                    dataset.reset_head(start, journal.head)
-                except HeadMovedError:
-                    conflict = True
-            kept = _remove_unreached(dataset, journal.created)
-            if conflict:
-                raise ConcurrentRunError(dataset.root.name, kept) from error
-            raise
-
-
-def _remove_unreached(dataset: Dataset, created: list[Path]) -> int:
-    """Remove the ``created`` files that the head does not reach; returns how many of the
-    blocks among them it does reach (kept because another run built on them). A chain
-    that cannot be read keeps everything, for ``verify`` to report."""
-    try:
-        reached = dataset.referenced_files()
-    except (RepositoryError, ChainRuleError):
-        return 0
-    for path in created:
-        if path not in reached:
-            path.unlink(missing_ok=True)
-    return sum(p in reached and p.parent == dataset.layout.blocks for p in created)

@@ -2,7 +2,7 @@
 
 The plan's ``Recreate`` says what the new chain holds (``plan/recreate.py``). Apply builds
 it in a staging folder of the repository (``OdfRepository.staging``): the Seed with a
-fresh ``did:odf`` id and the planned events (``apply_metadata.recreate_metadata``), then
+fresh ``did:odf`` id and the planned events (``apply.metadata.recreate_metadata``), then
 the whole history's data, pulled or transformed into it by the usual code. Only when all
 of that succeeded does it take the old folder's place (``OdfRepository.replace``), so a
 failure or a crash leaves the old chain exactly as it was, and a crash during the swap is
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .apply_metadata import MetadataResult, recreate_metadata
-from .odf import Timestamp
-from .odf.repository import Dataset, OdfRepository
-from .plan.model import DatasetPlan
+from ..odf import Timestamp
+from ..odf.repository import Dataset, OdfRepository
+from ..plan.model import DatasetPlan
+from .metadata import MetadataResult, recreate_metadata
 
 
 @contextmanager

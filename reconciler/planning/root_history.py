@@ -9,9 +9,9 @@ from in its source state (a ``FilesGlob`` records the file's name).
 
 from __future__ import annotations
 
-from .odf import models
-from .odf.repository import OdfRepository, RepositoryError
-from .plan.recreate import HistoryReader, RootHistory
+from ..odf import models
+from ..odf.repository import OdfRepository, RepositoryError
+from ..plan.recreate import HistoryReader, RootHistory
 
 
 def history_reader(repo: OdfRepository) -> HistoryReader:
