@@ -229,6 +229,24 @@ def test_add_file_names_data_and_checkpoints_by_physical_hash(tmp_path: Path) ->
     assert pending_files(tmp_path) == []
 
 
+def test_a_file_its_writer_hashed_is_stored_under_that_hash_without_being_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds, _ = new_dataset(tmp_path / "ds")
+    content = b"PAR1 rows a Spark task wrote and hashed PAR1"
+    source = tmp_path / "slice.parquet"
+    source.write_bytes(content)
+    known = Multihash.sha3_256(content)
+
+    def read_again(path: object) -> Multihash:
+        raise AssertionError(f"{path} was read again")
+
+    monkeypatch.setattr("reconciler.odf.repository.physical_hash", read_again)
+    assert ds.add_file(source, known=known) == (known, len(content))
+    assert (tmp_path / "ds" / "data" / known).read_bytes() == content
+    assert not source.exists()
+
+
 def test_a_repository_lists_the_datasets_that_have_a_head(tmp_path: Path) -> None:
     repo = OdfRepository(tmp_path / "odf")
     assert repo.names() == []

@@ -18,11 +18,11 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 
-from reconciler.writer import slice_files
 from reconciler.ingest.pull import IngestContext, pull_polling
 from reconciler.odf import DatasetId, Timestamp, models
 from reconciler.odf.repository import Dataset, OdfRepository
 from reconciler.odf.schema_evolution import IncompatibleSchemaError
+from reconciler.writer import slice_files
 from reconciler.writer.slice_files import Output, sorted_by_output, write_partitions
 
 SYSTEM_TIME = Timestamp.parse("2026-02-01T12:00:00Z")

@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 
 from ..odf import json_schemas
+from ..plan.load_json import load_fingerprints
 from ..plan.model import Action, Fingerprints, Plan
 from ..plan.render_json import plan_to_dict
 from . import fingerprints
@@ -69,7 +70,12 @@ def load(path: Path) -> SavedPlan:
         raise SavedPlanError(
             f"{path} has no fingerprints: save plans with `reconcile plan --format json --out`"
         )
-    return SavedPlan(path, document, hashlib.sha256(data).hexdigest(), _fingerprints(document))
+    return SavedPlan(
+        path,
+        document,
+        hashlib.sha256(data).hexdigest(),
+        load_fingerprints(document["fingerprints"]),
+    )
 
 
 def stale(saved: SavedPlan, plan: Plan) -> list[str]:
@@ -89,14 +95,3 @@ def stale(saved: SavedPlan, plan: Plan) -> list[str]:
         elif before[name] != after[name]:
             found.append(f"the plan of dataset {name} differs from the saved one")
     return found
-
-
-def _fingerprints(document: dict[str, Any]) -> Fingerprints:
-    saved = document["fingerprints"]
-    return Fingerprints(
-        reconciler_version=saved["reconcilerVersion"],
-        manifests=tuple(sorted(saved["manifests"].items())),
-        policies=tuple(sorted(saved["policies"].items())),
-        heads=tuple(sorted(saved["heads"].items())),
-        base_commit=saved.get("baseCommit"),
-    )

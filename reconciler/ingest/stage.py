@@ -103,10 +103,12 @@ def stage(
             staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
         if written is not None:
             staged.slice = written
-            staged.files.append((staged.slice.path, "data"))
+            staged.files.append((written.path, "data", written.physical_hash))
             watermark = latest_of(watermark, latest)
             if written_checkpoint is not None:
-                staged.files.append((written_checkpoint.path, CHECKPOINT_KIND))
+                staged.files.append(
+                    (written_checkpoint.path, CHECKPOINT_KIND, written_checkpoint.physical_hash)
+                )
                 checkpoint = models.Checkpoint(
                     physical_hash=written_checkpoint.physical_hash, size=written_checkpoint.size
                 )

@@ -454,17 +454,23 @@ class Dataset:
                     folder.rmdir()
         return removed
 
-    def add_file(self, source: Path, kind: str = "data") -> tuple[Multihash, int]:
+    def add_file(
+        self, source: Path, kind: str = "data", known: Multihash | None = None
+    ) -> tuple[Multihash, int]:
         """Move a finished file into ``data/`` or ``checkpoints/`` under its physical hash,
         or into the data store: either way before any block names it, so a head never
-        points at a missing object."""
+        points at a missing object.
+
+        ``known`` is the hash the file's writer computed from the bytes as it wrote them
+        (the slice writer's tasks do): the file is then not read again, and it is stored
+        under exactly the hash its block names."""
+        hash_ = known if known is not None else physical_hash(source)
         if not self.store.local:
-            hash_, size = physical_hash(source), source.stat().st_size
+            size = source.stat().st_size
             self.store.put(source, hash_, kind)
             return hash_, size
         folder = self.layout.data if kind == "data" else self.layout.checkpoints
         folder.mkdir(parents=True, exist_ok=True)
-        hash_ = physical_hash(source)
         size = source.stat().st_size
         target = folder / hash_
         if target.exists():

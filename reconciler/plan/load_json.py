@@ -54,7 +54,7 @@ def plan_from_dict(document: dict[str, Any]) -> Plan:
             base_ref=document.get("baseRef"),
             engine_started=document["engineStarted"],
             commit=document.get("commit"),
-            fingerprints=_fingerprints(document["fingerprints"])
+            fingerprints=load_fingerprints(document["fingerprints"])
             if "fingerprints" in document
             else None,
         )
@@ -62,7 +62,9 @@ def plan_from_dict(document: dict[str, Any]) -> Plan:
         raise PlanFormatError(f"not a plan document: {type(e).__name__}: {e}") from None
 
 
-def _fingerprints(f: dict[str, Any]) -> Fingerprints:
+def load_fingerprints(f: dict[str, Any]) -> Fingerprints:
+    """The ``fingerprints`` object of a plan document: also what a saved plan is checked
+    against before it is applied (``gitloop.saved_plan``)."""
     return Fingerprints(
         reconciler_version=f["reconcilerVersion"],
         manifests=tuple(f["manifests"].items()),

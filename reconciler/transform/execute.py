@@ -115,10 +115,10 @@ def stage_transform(
         )
     if written is not None:
         staged.slice = written[0]
-        staged.files.append((staged.slice.path, "data"))
+        staged.files.append((staged.slice.path, "data", staged.slice.physical_hash))
     watermarks = _input_watermarks(dataset, state, inputs)
     checkpoint = _write_checkpoint(watermarks, workdir / "checkpoint.json")
-    staged.files.append((checkpoint[0], CHECKPOINT_KIND))
+    staged.files.append((checkpoint[0], CHECKPOINT_KIND, checkpoint[1].physical_hash))
     staged.data_event = models.ExecuteTransform(
         query_inputs=[i.query_input() for i in inputs],
         prev_checkpoint=state.checkpoint,

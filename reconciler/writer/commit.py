@@ -33,8 +33,9 @@ class Staged:
     head: Multihash | None
     schema_event: models.SetDataSchema | None = None
     data_event: models.AddData | models.ExecuteTransform | None = None
-    files: list[tuple[Path, str]] = field(default_factory=list)
-    """Files to move under their hashes: (path, "data" or CHECKPOINT_KIND)."""
+    files: list[tuple[Path, str, Multihash]] = field(default_factory=list)
+    """Files to move under their hashes: (path, "data" or CHECKPOINT_KIND, the physical
+    hash its writer computed, which the blocks name)."""
     slice: WrittenFile | None = None
 
     @property
@@ -70,8 +71,8 @@ def commit(dataset: Dataset, staged: Staged, system_time: Timestamp) -> int:
     with each append by compare-and-swap from the head the iteration started from, so a
     concurrent writer makes this fail rather than interleave.
     """
-    for path, kind in staged.files:
-        dataset.add_file(path, kind)
+    for path, kind, hash_ in staged.files:
+        dataset.add_file(path, kind, known=hash_)
     head, count = staged.head, 0
     for event in (staged.schema_event, staged.data_event):
         if event is not None:
