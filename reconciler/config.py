@@ -75,7 +75,14 @@ class RepoConfig:
         root = root.resolve()
         pyproject = root / "pyproject.toml"
         text = pyproject.read_text(encoding="utf-8") if pyproject.exists() else ""
-        settings = _tool_settings(text, pyproject)
+        return cls.of_pyproject(root, text, pyproject)
+
+    @classmethod
+    def of_pyproject(cls, root: Path, text: str, origin: Path | str) -> RepoConfig:
+        """The settings a ``pyproject.toml``'s ``text`` gives the repository at ``root``:
+        the working tree's, or another commit's (the base branch a pull request is
+        judged by)."""
+        settings = _tool_settings(text, origin)
         return cls(
             root=root,
             datasets_dir=root / _str(settings, "datasets", "datasets"),
@@ -169,6 +176,15 @@ def _walk(
             yield path, None
 
 
+def shown_path(path: Path, root: Path) -> str:
+    """``path`` as messages and fingerprints name it: relative to the repository
+    ``root`` when inside it, else absolute."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def _tool_settings(text: str, origin: Path | str) -> dict[str, Any]:
     try:
         data = tomllib.loads(text)
@@ -178,11 +194,6 @@ def _tool_settings(text: str, origin: Path | str) -> dict[str, Any]:
     if not isinstance(settings, dict):
         raise ConfigError(f"{origin}: [tool.reconciler] must be a table")
     return settings
-
-
-def source_roots_of(text: str, origin: str, root: Path) -> tuple[Path, ...]:
-    """``source_roots`` of a ``pyproject.toml``'s text, such as the base branch's."""
-    return _source_roots(_tool_settings(text, origin), root)
 
 
 def _source_roots(settings: dict[str, Any], root: Path) -> tuple[Path, ...]:

@@ -183,10 +183,23 @@ def test_apply_without_a_terminal_prints_start_and_result_lines_and_a_summary(
     ]
 
 
-def test_quiet_apply_prints_only_the_final_line(copy: Path) -> None:
-    result = cli(copy, "-q", "apply")
+@pytest.mark.parametrize(
+    "args",
+    [["-q", "apply"], ["apply", "-q"], ["apply", "--quiet", "--yes"]],
+    ids=["before", "after", "long-after"],
+)
+def test_quiet_apply_prints_only_the_final_line(copy: Path, args: list[str]) -> None:
+    result = cli(copy, *args)
     assert result.exit_code == 0, result.output
     assert normal(result.output) == ["4 datasets: 4 up to date in N s"]
+
+
+def test_quiet_and_verbose_after_the_command_are_still_exclusive(
+    applied: tuple[Path, Result],
+) -> None:
+    result = cli(applied[0], "plan", "-q", "-v")
+    assert result.exit_code == 64
+    assert result.output.splitlines()[-1] == "Error: -q and -v cannot be used together"
 
 
 def test_apply_json_is_one_document_on_stdout_following_its_schema(copy: Path) -> None:

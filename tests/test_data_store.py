@@ -406,3 +406,104 @@ def test_the_same_logical_hashes_wherever_the_data_lives(
     assert sorted(p.parent.name for p in folder.rglob("*") if p.is_file())
     assert found["dataset folder"] == found["another folder"] == found["s3"]
     assert set(found["dataset folder"]) == {ROOT, DERIVED}
+
+
+def _move_into(root: Path, setting: str, endpoint: str | None) -> None:
+    """The pull request that moves the repository's data out of git: a store setting."""
+    text = f'[tool.reconciler]\ndata_store = "{setting}"\n'
+    if endpoint is not None:
+        text += f'\n[tool.reconciler.s3]\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
+    (root / "pyproject.toml").write_text(text)
+
+
+@pytest.mark.parametrize("where", ["folder", "s3"])
+def test_a_repository_moves_its_data_out_of_git_into_a_store(
+    tmp_path: Path, spark: SparkSession, credentials: S3Server, where: str
+) -> None:
+    root = tmp_path / "repo"
+    repo = make_repo(root, None)
+    apply(root, "2026-01-01T06:00:00Z")
+    repo.commit("applied with the data in git")
+    before = stored_files(root)
+    assert [f.split("/")[1] for f in before] == ["checkpoints", "data", "data"]
+    sizes = {f: (root / "odf" / f).stat().st_size for f in before}
+    hashes = logical_hashes(root)
+    setting = "../store" if where == "folder" else f"s3://{BUCKET}/moved"
+    _move_into(root, setting, credentials.endpoint if where == "s3" else None)
+    repo.commit("move the data out of git")
+
+    # The plan says what apply will move, per dataset, and counts it as a change.
+    planned = cli(root, "plan", "--detailed-exitcode", "--base", "HEAD~1")
+    assert planned.exit_code == 2, planned.output
+    moves = [line.strip() for line in planned.output.splitlines() if "store-move" in line]
+    by_dataset = {name: [f for f in before if f.startswith(name + "/")] for name in (DERIVED, ROOT)}
+    assert moves == [
+        f"pending data: store-move: {len(files)} file{'s' if len(files) > 1 else ''}"
+        f" ({sum(sizes[f] for f in files):,} bytes) in the dataset folder move into the"
+        f" data store {setting}"
+        for files in (by_dataset[ROOT], by_dataset[DERIVED])
+    ]
+    # Until apply moves them, every reader finds the files in the dataset folders.
+    assert cli(root, "verify", "--integrity").exit_code == 0
+
+    (root / "sources" / "2.csv").write_text(CSV2)
+    moved = apply(root, "2026-01-02T06:00:00Z")
+    lines = [line for line in moved.output.splitlines() if " OK " in line]
+    assert "1 file moved into the data store" in lines[0], lines
+    assert "2 files moved into the data store" in lines[1], lines
+    assert stored_files(root) == []
+    assert not list((root / "odf").glob("*/data")) + list((root / "odf").glob("*/checkpoints"))
+    repo_now = RepoConfig.load(root).repository()
+    store = repo_now.store
+    assert store is not None
+    for name in (ROOT, DERIVED):
+        for kind, hash_ in named_objects(repo_now.dataset(name)):
+            assert store.size(hash_, kind) is not None, (name, kind, hash_)
+    after = logical_hashes(root)
+    assert {n: h[-len(hashes[n]) :] for n, h in after.items()} == hashes  # newest first
+    assert {n: len(h) for n, h in after.items()} == {ROOT: 2, DERIVED: 2}
+    shutil.rmtree(root / ".reconcile-cache", ignore_errors=True)
+    assert cli(root, "verify", "--integrity").exit_code == 0
+    assert cli(root, "plan", "--detailed-exitcode").exit_code == 0
+
+
+def test_a_file_that_does_not_match_its_name_is_not_moved(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    root = tmp_path / "repo"
+    make_repo(root, None)
+    apply(root, "2026-01-01T06:00:00Z")
+    (data,) = (root / "odf" / ROOT / "data").iterdir()
+    data.write_bytes(data.read_bytes() + b"!")
+    _move_into(root, "../store", None)
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-02T06:00:00Z")
+    assert result.exit_code == 1, result.output
+    failed = [
+        re.sub(r" in [0-9.]+ s$", "", line.split(" ", 2)[2])
+        for line in result.output.splitlines()
+        if "ERROR" in line
+    ]
+    assert failed == [
+        f"{ROOT} failed: {ROOT}: data/{data.name} does not match its hash"
+        f" ({physical_hash(data)}): it was not moved into the data store"
+        " (`reconcile verify --integrity` tells more)"
+    ]
+    assert data.exists()
+    assert not (tmp_path / "store" / "data" / data.name).exists()
+
+
+def test_a_missing_object_is_named_before_the_engine_reads_it(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    root = tmp_path / "repo"
+    make_repo(root, "../store")
+    apply(root, "2026-01-01T06:00:00Z")
+    named = [h for kind, h in named_objects(Dataset(root / "odf" / ROOT)) if kind == "data"]
+    (tmp_path / "store" / "data" / named[0]).unlink()
+    shutil.rmtree(root / ".reconcile-cache")
+    result = cli(root, "sql", f"SELECT count(*) FROM `{ROOT}`")
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1] == (
+        f"error: {ROOT}: data/{named[0]}, named by its chain, is not in the data store"
+        f" {tmp_path / 'store'} (`reconcile verify --integrity` lists every missing file)"
+    )

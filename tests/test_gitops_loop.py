@@ -299,3 +299,26 @@ def test_a_commit_message_names_causes_with_the_manifests_secrets_masked() -> No
         "Reconcile-Plan-Hash: ab12\n"
         "Reconcile-Version: 0.1.0\n"
     )
+
+
+def test_a_commit_message_says_which_files_moved_into_the_data_store() -> None:
+    runs = [
+        DatasetRun(Outcome(A, Status.UPDATED, 0, 1, 12, moved=1), (40, 51), "f1620aa"),
+        DatasetRun(Outcome(B, Status.UP_TO_DATE, moved=3)),
+    ]
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), set()) == (
+        "reconcile: 1 dataset advanced (12 records), 4 files moved into the data store\n"
+        "\n"
+        "Advanced:\n"
+        f"- {A}: 1 block, 12 records, offsets 40-51, head f1620aa\n"
+        "\n"
+        "Moved into the data store:\n"
+        f"- {A}: 1 file\n"
+        f"- {B}: 3 files\n"
+        "\n"
+        f"Up to date: {B}\n"
+        "\n"
+        "Reconcile-Run-Id: run-1\n"
+        "Reconcile-Plan-Hash: ab12\n"
+        "Reconcile-Version: 0.1.0\n"
+    )

@@ -267,6 +267,72 @@ def test_policies_are_taken_from_the_base_branch(repo: GitOpsRepo) -> None:
     assert [v["policy"] for v in document["verdicts"]] == ["license-required"]
 
 
+def test_a_pull_request_that_points_policies_elsewhere_is_still_judged_by_the_base(
+    repo: GitOpsRepo,
+) -> None:
+    repo.write(
+        "org.example.a",
+        manifest("org.example.a", "Root", root_events().split("- kind: SetLicense")[0]),
+    )
+    repo.commit("base with policies")
+    # The pull request names a folder of its own, empty, as the policies.
+    (repo.root / "lax").mkdir()
+    (repo.root / "lax" / "none.yaml").write_text("rules: []\n")
+    (repo.root / "pyproject.toml").write_text('[tool.reconciler]\npolicies = "lax"\n')
+    code, document = plan_json(repo, "--base", "HEAD")
+    assert code == 1
+    assert [v["policy"] for v in document["verdicts"]] == ["license-required"]
+    assert reconcile(repo, "--plan").returncode == 0  # on its own, the new folder rules
+
+
+@pytest.mark.parametrize(
+    ("base", "change", "message"),
+    [
+        (
+            "",
+            'odf_root = "chains"',
+            "odf_root changes from 'odf' to 'chains': the committed chains stay in 'odf', and"
+            " apply would create every dataset anew in 'chains'. Only the reconciler writes"
+            " chains, so they cannot move in a pull request",
+        ),
+        (
+            'data_store = "../one"',
+            'data_store = "../two"',
+            "data_store changes from '../one' to '../two': the data and checkpoint files the"
+            " chains name are in the old store, and the next run would look for them in the"
+            " new one. Copy them there first (see the README, 'Where data lives'), then change"
+            " the setting",
+        ),
+        (
+            'data_store = "../one"',
+            'data_store = "odf"',
+            "data_store changes from '../one' to 'odf': the data and checkpoint files the"
+            " chains name are in the old store, and the next run would look for them in the"
+            " new one. Copy them there first (see the README, 'Where data lives'), then change"
+            " the setting",
+        ),
+    ],
+    ids=["odf_root", "store-to-store", "store-back-into-git"],
+)
+def test_a_pull_request_cannot_move_the_chains_or_their_store(
+    repo: GitOpsRepo, base: str, change: str, message: str
+) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    (repo.root / "pyproject.toml").write_text(f"[tool.reconciler]\n{base}\n")
+    repo.commit("base")
+    (repo.root / "pyproject.toml").write_text(f"[tool.reconciler]\n# moved\n{change}\n")
+    code, document = plan_json(repo, "--base", "HEAD")
+    assert code == 1
+    errors = [p for p in document["problems"] if p["severity"] == "error"]
+    assert [(p["message"], p["location"], p["field"]) for p in errors] == [
+        (
+            message,
+            {"file": "pyproject.toml", "line": 3},
+            f"tool.reconciler.{change.split(' ')[0]}",
+        )
+    ]
+
+
 def test_apply_ingests_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     (repo.root / "sources").mkdir()

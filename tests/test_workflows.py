@@ -19,6 +19,7 @@ OURS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
 SCAFFOLDS = sorted((TEMPLATES / "dot-github" / "workflows").glob("*.yml"))
 WORKFLOWS = OURS + SCAFFOLDS
 PINNED = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}")
+USES = re.compile(r"\s*(- )?uses:")  # a step's key, not "statuses:" or a comment
 # Everything a plan reads: the manifests, their sources, the policies, the settings in
 # pyproject.toml, the committed chains and the workflows; here also the reconciler's
 # code, which the scaffold installs as a pinned package instead.
@@ -75,7 +76,7 @@ def test_every_action_is_pinned_by_a_full_commit_sha_with_its_version_in_a_comme
     steps = [s for job in load(workflow)["jobs"].values() for s in job["steps"] if "uses" in s]
     assert steps
     assert [s["uses"] for s in steps if not PINNED.fullmatch(s["uses"])] == []
-    lines = [line for line in workflow.read_text().splitlines() if "uses:" in line]
+    lines = [line for line in workflow.read_text().splitlines() if USES.match(line)]
     assert [line for line in lines if not re.search(r"@[0-9a-f]{40} # v\d", line)] == []
 
 
@@ -117,7 +118,11 @@ def test_the_comment_is_posted_by_a_workflow_run_that_never_checks_out_code() ->
         assert triggers(workflow) == {
             "workflow_run": {"workflows": ["plan"], "types": ["completed"]}
         }
-        assert document["permissions"] == {"actions": "read", "pull-requests": "write"}
+        assert document["permissions"] == {
+            "actions": "read",
+            "pull-requests": "write",
+            "statuses": "write",
+        }
         uses = [s["uses"] for job in document["jobs"].values() for s in job["steps"] if "uses" in s]
         assert [u.split("@")[0] for u in uses] == ["actions/download-artifact"]
         (script,) = [s for _, s in run_scripts(workflow)]

@@ -35,6 +35,8 @@ from ..lineage.openlineage_runs import RunDescriber
 from ..odf import Timestamp
 from ..odf.multiformat import DatasetId
 from ..odf.repository import Dataset, OdfRepository
+from ..odf.store import StoreError
+from ..odf.store_move import move_into_store
 from ..plan.model import Action, DatasetPlan, Plan
 from ..transform.run import run_derivative
 from ..writer.commit import all_or_nothing
@@ -60,6 +62,8 @@ class Outcome:
     data_blocks: int = 0
     rows: int = 0
     message: str = ""
+    moved: int = 0
+    """Files moved from the dataset folder into the data store (``odf/store_move.py``)."""
 
 
 _P = ParamSpec("_P")
@@ -130,12 +134,26 @@ def apply_plan(
                 done(Outcome(ds.name, Status.SKIPPED, message=f"input {broken[0]} failed"))
                 continue
             start(ds.name)
-            done(_apply_dataset(repo, ds, metadata_time, context, ids, lineage, describer))
+            try:
+                moved = _move_into_store(repo, ds.name)
+            except StoreError as e:
+                done(Outcome(ds.name, Status.FAILED, message=str(e)))
+                continue
+            outcome = _apply_dataset(repo, ds, metadata_time, context, ids, lineage, describer)
+            done(replace(outcome, moved=moved))
     except BaseException:
         lineage.finish_parent(failed=True)
         raise
     lineage.finish_parent(failed=bool(failed))
     return outcomes
+
+
+def _move_into_store(repo: OdfRepository, name: str) -> int:
+    """With a data store beside git, move the files the dataset folder still holds (it
+    predates the store) into it, before the dataset's run reads or writes any."""
+    if repo.store is None:
+        return 0
+    return move_into_store(repo.folder(name), repo.store)
 
 
 class MetadataError(RuntimeError):

@@ -297,6 +297,19 @@ def duration(seconds: float) -> str:
     return f"{minutes} min {rest} s"
 
 
+_OUTPUT_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose"})
+
+
+def _output_flags_first(args: list[str]) -> list[str]:
+    """``reconcile apply -q`` as ``reconcile -q apply``: ``-q`` and ``-v`` belong to
+    the group (they shape every command's output), and people write them after the
+    command, as dbt and terraform let them. A ``--`` ends the options, as always."""
+    end = args.index("--") if "--" in args else len(args)
+    head = args[:end]
+    flags = [a for a in head if a in _OUTPUT_FLAGS]
+    return flags + [a for a in head if a not in _OUTPUT_FLAGS] + args[end:]
+
+
 class ReconcileGroup(TyperGroup):
     """The app's command group: every way out of it ends in a documented exit code.
 
@@ -312,6 +325,8 @@ class ReconcileGroup(TyperGroup):
         parent: Context | None = None,
         **extra: Any,
     ) -> Context:
+        if parent is None:
+            args = _output_flags_first(args)
         try:
             return super().make_context(info_name, args, parent, **extra)
         except UsageError as e:

@@ -52,6 +52,8 @@ def describe(outcome: Outcome) -> str:
         parts.append(f"{count(blocks, 'block')}{metadata}")
     if outcome.data_blocks:
         parts.append(count(outcome.rows, "record"))
+    if outcome.moved:
+        parts.append(f"{count(outcome.moved, 'file')} moved into the data store")
     detail = ", ".join(parts)
     if outcome.message:
         detail = f"{detail}; {outcome.message}" if detail else outcome.message

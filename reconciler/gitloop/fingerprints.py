@@ -13,7 +13,7 @@ import importlib.metadata
 import tempfile
 from pathlib import Path
 
-from ..config import RepoConfig
+from ..config import RepoConfig, shown_path
 from ..odf.repository import OdfRepository
 from ..plan.model import Fingerprints
 from . import gitops
@@ -36,7 +36,7 @@ def take(config: RepoConfig, base_ref: str | None) -> Fingerprints:
     """
     base_commit = gitops.resolve_commit(config.root, base_ref) if base_ref else None
     manifests = tuple(
-        (_relative(config.root, path), _sha256(path.read_bytes()))
+        (shown_path(path, config.root), _sha256(path.read_bytes()))
         for path in config.scan_manifests().paths
     )
     odf = OdfRepository(config.odf_dir)
@@ -71,13 +71,14 @@ def differences(saved: Fingerprints, current: Fingerprints) -> list[str]:
 
 def _policies(config: RepoConfig, base_ref: str | None) -> tuple[tuple[str, str], ...]:
     """The policy files that judge the plan: the base branch's with ``--base`` (when it has
-    any, as ``planning.compose`` decides), named by their path in the working tree."""
-    folder = _relative(config.root, config.policies_dir)
+    any, from the folder its settings name, as ``planning.compose`` decides), named by
+    their path."""
     if base_ref is not None:
+        base = gitops.config_at(config, base_ref)
         with tempfile.TemporaryDirectory() as tmp:
-            if gitops.export_folder(config.root, base_ref, config.policies_dir, Path(tmp)):
-                return _policy_files(Path(tmp), folder)
-    return _policy_files(config.policies_dir, folder)
+            if gitops.export_folder(base.root, base_ref, base.policies_dir, Path(tmp)):
+                return _policy_files(Path(tmp), shown_path(base.policies_dir, base.root))
+    return _policy_files(config.policies_dir, shown_path(config.policies_dir, config.root))
 
 
 def _policy_files(directory: Path, named_as: str) -> tuple[tuple[str, str], ...]:
@@ -116,13 +117,6 @@ def _heads(saved: dict[str, str], current: dict[str, str]) -> list[str]:
         elif was != now:
             found.append(f"chain head of {name} moved: planned at {was}, now {now}")
     return found
-
-
-def _relative(root: Path, path: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def _sha256(data: bytes) -> str:

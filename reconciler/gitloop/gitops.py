@@ -7,6 +7,8 @@ from typing import Literal
 
 import git
 
+from ..config import RepoConfig
+
 FileStatus = Literal["added", "modified", "deleted"]
 """What a change did to one file, as ``changed_files`` reports it."""
 
@@ -74,6 +76,15 @@ def file_at(repo_root: Path, ref: str, path: Path) -> str | None:
         return None
     data: bytes = blob.data_stream.read()
     return data.decode("utf-8", errors="replace")
+
+
+def config_at(config: RepoConfig, ref: str) -> RepoConfig:
+    """The repository's settings as ``ref`` has them (its ``pyproject.toml``, the
+    defaults without one): where a pull request's plan finds the policies that judge it
+    and the folders its sources may read, neither of which the pull request may move."""
+    pyproject = config.root / "pyproject.toml"
+    text = file_at(config.root, ref, pyproject)
+    return RepoConfig.of_pyproject(config.root, text or "", f"{pyproject} at {ref}")
 
 
 def _object_at(repo_root: Path, ref: str, path: Path) -> git.Blob | git.Tree | None:

@@ -84,6 +84,11 @@ def commit_message(runs: Sequence[DatasetRun], trailers: Trailers, secrets: set[
         ]
         if causes:
             paragraphs.append("\n".join([title, *causes]))
+    moved = [
+        f"- {r.outcome.dataset}: {count(r.outcome.moved, 'file')}" for r in runs if r.outcome.moved
+    ]
+    if moved:
+        paragraphs.append("\n".join(["Moved into the data store:", *moved]))
     current = [r.outcome.dataset for r in runs if r.outcome.status is Status.UP_TO_DATE]
     if current:
         paragraphs.append("Up to date: " + ", ".join(current))
@@ -104,6 +109,8 @@ def subject(runs: Sequence[DatasetRun]) -> str:
             parts.append(f"{n} {status.value}")
     if not updated:
         parts.insert(0, "no dataset advanced")
+    if moved := sum(r.outcome.moved for r in runs):
+        parts.append(f"{count(moved, 'file')} moved into the data store")
     return "reconcile: " + ", ".join(parts)
 
 

@@ -44,7 +44,8 @@ from .lock import repository_lock
 from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
 from .multiformat import Multihash
 from .names import name_problem
-from .store import DataStore, LocalStore
+from .store import DataStore, LocalStore, MissingObjectError, folder_of
+from .store_move import FolderUntilMoved
 from .timestamps import Timestamp
 
 if TYPE_CHECKING:  # typing only
@@ -150,14 +151,23 @@ class DatasetLayout:
         return self.blocks / hash_
 
     def data_file(self, hash_: str) -> Path:
-        if self.store is not None:
-            return self.store.fetch(hash_, "data")
-        return self.data / hash_
+        """The data file to read, fetched from a remote store on first use;
+        ``MissingObjectError`` when the store has no such object."""
+        return self._present(hash_, "data")
 
     def checkpoint_file(self, hash_: str) -> Path:
-        if self.store is not None:
-            return self.store.fetch(hash_, "checkpoint")
-        return self.checkpoints / hash_
+        """The checkpoint file to read, as ``data_file``."""
+        return self._present(hash_, "checkpoint")
+
+    def _present(self, hash_: str, kind: str) -> Path:
+        path = self._objects.fetch(hash_, kind)
+        if not path.is_file():
+            raise MissingObjectError(
+                f"{self.root.name}: {folder_of(kind)}/{hash_}, named by its chain, is not in"
+                f" the data store {self._objects.shown} (`reconcile verify --integrity`"
+                " lists every missing file)"
+            )
+        return path
 
     def checkpoint_footer(self, hash_: str) -> pq.FileMetaData | None:
         """A checkpoint's Parquet footer (None when it is missing), without fetching
@@ -198,7 +208,10 @@ class Dataset:
         manifest_version: int = DEFAULT_VERSION,
         store: DataStore | None = None,
     ) -> None:
-        self.store: DataStore = store if store is not None else LocalStore(Path(root))
+        # A store beside git reads what the folder still holds until apply moves it there.
+        self.store: DataStore = (
+            LocalStore(Path(root)) if store is None else FolderUntilMoved(store, Path(root))
+        )
         self.layout = DatasetLayout(Path(root), None if self.store.local else self.store)
         self.manifest_version = manifest_version
         self._state_cache: chain.ChainState | None = None

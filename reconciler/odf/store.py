@@ -31,11 +31,19 @@ class StoreError(Exception):
     Its message names the store and the cause, never a secret."""
 
 
+class MissingObjectError(StoreError):
+    """A data or checkpoint file a chain names is not in its store: the store was moved
+    or pruned by hand, or the chain was. Raised before any engine reads the path, which
+    would only say that a path in the cache does not exist."""
+
+
 class DataStore(Protocol):
     """Content-addressed data and checkpoint files of one dataset."""
 
     local: bool
     """True when the objects are the files ``fetch`` returns (nothing to download)."""
+    shown: str
+    """The store as messages name it (never with a secret)."""
 
     def check(self) -> None:
         """Raise ``StoreError`` unless the store can be read and written."""
@@ -80,6 +88,7 @@ class LocalStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self.shown = f"{self.root}/"
 
     def path(self, hash_: str, kind: str) -> Path:
         return self.root / folder_of(kind) / hash_

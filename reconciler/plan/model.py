@@ -145,7 +145,8 @@ class Pending:
     """Data apply would process even without metadata changes."""
 
     # "polling-source" (may have new data) | "new-files" (a FilesGlob's files not yet
-    # ingested) | "unconsumed-inputs" (input slices not yet consumed)
+    # ingested) | "unconsumed-inputs" (input slices not yet consumed) | "store-move"
+    # (files in the dataset folder that apply moves into the data store beside git)
     reason: str
     detail: str
 
@@ -154,7 +155,7 @@ class Pending:
         """Files listed and input slices not yet consumed are known work; any other
         source only *may* have data, and finding out would mean fetching, which a plan
         never does."""
-        return self.reason in ("new-files", "unconsumed-inputs")
+        return self.reason in ("new-files", "unconsumed-inputs", "store-move")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import ConfigError, RepoConfig, source_roots_of
+from ..config import ConfigError, RepoConfig
 from ..gitloop import gitops
 from ..odf import models
 from ..odf.codec import decode_block
@@ -35,6 +35,7 @@ from ..plan.pending import GlobListings
 from ..plan.policies import PolicySet, evaluate, load_policies
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .root_history import history_reader
+from .settings_change import settings_problems, store_move_pending
 
 if TYPE_CHECKING:
     from ..engine.session import SparkSettings
@@ -82,10 +83,12 @@ def _spark_settings(config: RepoConfig, base_ref: str | None) -> SparkSettings:
     return SparkSettings.of_pyproject(document)
 
 
-def _base_policies(config: RepoConfig, base_ref: str) -> PolicySet | None:
-    """The base branch's policies; None when it has no policies folder yet."""
+def _base_policies(base: RepoConfig, base_ref: str) -> PolicySet | None:
+    """The base branch's policies, from the folder the base's settings name (a pull
+    request that points ``policies`` elsewhere is still judged by the old folder); None
+    when the base has no policies folder yet."""
     with tempfile.TemporaryDirectory() as tmp:
-        if gitops.export_folder(config.root, base_ref, config.policies_dir, Path(tmp)):
+        if gitops.export_folder(base.root, base_ref, base.policies_dir, Path(tmp)):
             return load_policies(Path(tmp))
     return None
 
@@ -102,18 +105,6 @@ def _chain_verdicts(config: RepoConfig, base_ref: str, base: PolicySet | None) -
             new_blocks[path] = decode_block((config.odf_dir / path).read_bytes())
     changes = chain_changes.chain_changes(files, new_blocks)
     return chain_changes.judge(PolicySet() if base is None else base, changes, config.odf_dir)
-
-
-def _source_roots(config: RepoConfig, base_ref: str | None) -> tuple[Path, ...]:
-    """The allow-list a plan judges sources by: the base branch's for a pull request, so a
-    change cannot widen the list that confines it (a base without one allows nothing)."""
-    if base_ref is None:
-        return config.source_roots
-    pyproject = config.root / "pyproject.toml"
-    text = gitops.file_at(config.root, base_ref, pyproject)
-    if text is None:
-        return ()
-    return source_roots_of(text, f"{pyproject} at {base_ref}", config.root)
 
 
 def list_globs(
@@ -150,10 +141,17 @@ def make_plan(
         changed = frozenset(
             ds.name for ds in desired.datasets.values() if Path(ds.loaded.file).resolve() in paths
         )
-    allowed = _source_roots(config, request.base_ref)
+    # A pull request is judged by its base's settings: the allow-list its sources may
+    # read (a base without one allows nothing) and the policies folder.
+    base = None if request.base_ref is None else gitops.config_at(config, request.base_ref)
+    allowed = config.source_roots if base is None else base.source_roots
     problems += manifest_problems(scan.refused)
     problems += source_problems(config.root, allowed, desired.datasets.values())
-    base_policies = None if request.base_ref is None else _base_policies(config, request.base_ref)
+    if base is not None:
+        problems += settings_problems(config, base)
+    base_policies = None
+    if base is not None and request.base_ref is not None:
+        base_policies = _base_policies(base, request.base_ref)
     # without a base, or a base that has no policies yet (this pull request adds them)
     policy_set = load_policies(config.policies_dir) if base_policies is None else base_policies
 
@@ -176,4 +174,5 @@ def make_plan(
     if request.base_ref is not None:
         verdicts = _chain_verdicts(config, request.base_ref, base_policies)
         plan = replace(plan, verdicts=(*plan.verdicts, *verdicts))
+    plan = store_move_pending(config, plan)
     return replace(plan, commit=gitops.head_commit(config.root), root=str(config.root))

@@ -1,0 +1,100 @@
+"""Settings a pull request may not change in ``[tool.reconciler]``: where the chains and
+their data live.
+
+A plan is a contract: whatever it shows without an error, apply carries out. Moving
+``odf_root`` would leave every committed chain behind and create every dataset anew in
+the new folder; moving ``data_store`` from one store beside git to another (or its
+``[tool.reconciler.s3]`` endpoint) would send the next run to a store that lacks the
+objects the chains already name, and fail there. Neither is a change a pull request can
+make by editing one line, so the plan of a pull request (``--base``) reports either as
+an error at the line that changes it. Moving from the dataset folders (``"odf"``) into a
+store is carried out by apply, and the plan lists the files as pending
+(``store_move_pending``).
+The policies folder and ``source_roots`` may change: the plan judges the pull request by
+the base's, and the new ones apply from the next pull request on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from ..config import RepoConfig, shown_path
+from ..odf.store_move import in_folder
+from ..plan.model import Action, Location, Pending, Plan, Problem
+from ..wording import count
+
+
+def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
+    """An error for each of the working tree's settings that moves the chains or their
+    data away from where ``base`` (the base branch's settings) keeps them."""
+    pyproject = config.root / "pyproject.toml"
+    problems = []
+    if config.odf_dir != base.odf_dir:
+        was, now = shown_path(base.odf_dir, base.root), shown_path(config.odf_dir, config.root)
+        problems.append(
+            Problem(
+                f"odf_root changes from {was!r} to {now!r}: the committed chains stay in"
+                f" {was!r}, and apply would create every dataset anew in {now!r}. Only"
+                " the reconciler writes chains, so they cannot move in a pull request",
+                location=_key_location(pyproject, "odf_root"),
+                field="tool.reconciler.odf_root",
+            )
+        )
+    # From the dataset folders ("odf") to a store beside git is what apply carries out
+    # (``odf/store_move.py``; the plan lists the files as pending); not between stores.
+    if config.data_store != base.data_store and base.data_store != "odf":
+        problems.append(
+            Problem(
+                f"data_store changes from {base.data_store!r} to {config.data_store!r}: the"
+                " data and checkpoint files the chains name are in the old store, and the"
+                " next run would look for them in the new one. Copy them there first"
+                " (see the README, 'Where data lives'), then change the setting",
+                location=_key_location(pyproject, "data_store"),
+                field="tool.reconciler.data_store",
+            )
+        )
+    elif config.s3 != base.s3 and base.data_store.startswith("s3://"):
+        problems.append(
+            Problem(
+                "[tool.reconciler.s3] changes where the data store is: the data and"
+                " checkpoint files the chains name are in the old one. Copy them there"
+                " first (see the README, 'Where data lives'), then change the setting",
+                location=_key_location(pyproject, "s3"),
+                field="tool.reconciler.s3",
+            )
+        )
+    return problems
+
+
+def _key_location(pyproject: Path, key: str) -> Location:
+    """The file and the line that sets ``key`` (a ``key =`` line, or a ``[...key]``
+    table), or the file alone when no line does (the key was removed)."""
+    pattern = re.compile(rf"^\s*(\[\s*tool\.reconciler\.{key}\s*\]|{key}\s*=)")
+    try:
+        lines = pyproject.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    for number, line in enumerate(lines, start=1):
+        if pattern.match(line):
+            return Location(str(pyproject), number)
+    return Location(str(pyproject))
+
+
+def store_move_pending(config: RepoConfig, plan: Plan) -> Plan:
+    """With a data store beside git, each dataset whose folder still holds data or
+    checkpoint files gets them as pending work: apply moves them into the store."""
+    if config.data_store == "odf":
+        return plan
+    datasets = []
+    for dataset in plan.datasets:
+        files = in_folder(config.odf_dir / dataset.name)
+        if files.files and dataset.action is not Action.DELETE:
+            detail = (
+                f"{count(len(files.files), 'file')} ({files.size:,} bytes) in the dataset"
+                f" folder move into the data store {config.data_store}"
+            )
+            dataset = replace(dataset, pending=(*dataset.pending, Pending("store-move", detail)))
+        datasets.append(dataset)
+    return replace(plan, datasets=tuple(datasets))
