@@ -440,7 +440,7 @@ def test_a_repository_moves_its_data_out_of_git_into_a_store(
     assert moves == [
         f"pending data: store-move: {len(files)} file{'s' if len(files) > 1 else ''}"
         f" ({sum(sizes[f] for f in files):,} bytes) in the dataset folder move into the"
-        f" data store {setting}"
+        f" data store {setting}{'' if where == 'folder' else f' at {credentials.endpoint}'}"
         for files in (by_dataset[ROOT], by_dataset[DERIVED])
     ]
     # Until apply moves them, every reader finds the files in the dataset folders.
@@ -504,6 +504,6 @@ def test_a_missing_object_is_named_before_the_engine_reads_it(
     result = cli(root, "sql", f"SELECT count(*) FROM `{ROOT}`")
     assert result.exit_code == 1, result.output
     assert result.output.splitlines()[-1] == (
-        f"error: {ROOT}: data/{named[0]}, named by its chain, is not in the data store"
-        f" {tmp_path / 'store'} (`reconcile verify --integrity` lists every missing file)"
+        f"error: {ROOT}: data/{named[0]}, named by the chain of {ROOT}, is not in the data"
+        f" store {tmp_path / 'store'} (`reconcile verify --integrity` lists every missing file)"
     )

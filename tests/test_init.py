@@ -134,7 +134,7 @@ def test_every_run_script_of_the_scaffolds_workflows_passes_shellcheck(tmp_path:
         for step, script in run_scripts(workflow)
     }
     assert list(scripts) == [
-        "plan-comment.yml:comment/Post or update the plan comment",
+        "plan-comment.yml:comment/Post or update the plan comment and set the reconcile/plan status",
         "plan.yml:plan/Install the reconciler",
         "plan.yml:plan/Verify the changed chains",
         "plan.yml:plan/plan",

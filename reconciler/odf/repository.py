@@ -163,8 +163,8 @@ class DatasetLayout:
         path = self._objects.fetch(hash_, kind)
         if not path.is_file():
             raise MissingObjectError(
-                f"{self.root.name}: {folder_of(kind)}/{hash_}, named by its chain, is not in"
-                f" the data store {self._objects.shown} (`reconcile verify --integrity`"
+                f"{folder_of(kind)}/{hash_}, named by the chain of {self.root.name}, is not"
+                f" in the data store {self._objects.shown} (`reconcile verify --integrity`"
                 " lists every missing file)"
             )
         return path

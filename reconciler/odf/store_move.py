@@ -17,6 +17,7 @@ carry out, with nothing copied by hand:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -89,11 +90,6 @@ class FolderUntilMoved:
         self.folder = LocalStore(root)
         self.shown = store.shown
 
-    def _holder(self, hash_: str, kind: str) -> DataStore:
-        if self.store.size(hash_, kind) is None and self.folder.size(hash_, kind) is not None:
-            return self.folder
-        return self.store
-
     def check(self) -> None:
         self.store.check()
 
@@ -109,10 +105,18 @@ class FolderUntilMoved:
         return path
 
     def size(self, hash_: str, kind: str) -> int | None:
-        return self._holder(hash_, kind).size(hash_, kind)
+        size = self.store.size(hash_, kind)
+        return size if size is not None else self.folder.size(hash_, kind)
 
-    def open(self, hash_: str, kind: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        return self._holder(hash_, kind).open(hash_, kind)
+    @contextlib.contextmanager
+    def open(self, hash_: str, kind: str) -> Iterator[BinaryIO]:
+        with contextlib.ExitStack() as stack:
+            try:
+                stream = stack.enter_context(self.store.open(hash_, kind))
+            except FileNotFoundError:
+                stream = stack.enter_context(self.folder.open(hash_, kind))
+            yield stream
 
     def footer(self, hash_: str, kind: str) -> pq.FileMetaData | None:
-        return self._holder(hash_, kind).footer(hash_, kind)
+        footer = self.store.footer(hash_, kind)
+        return footer if footer is not None else self.folder.footer(hash_, kind)

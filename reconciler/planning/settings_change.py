@@ -87,13 +87,17 @@ def store_move_pending(config: RepoConfig, plan: Plan) -> Plan:
     checkpoint files gets them as pending work: apply moves them into the store."""
     if config.data_store == "odf":
         return plan
+    store = config.data_store
+    endpoint = dict(config.s3).get("endpoint_url")
+    if store.startswith("s3://") and endpoint:
+        store += f" at {endpoint}"  # the reviewer sees where the data will go
     datasets = []
     for dataset in plan.datasets:
         files = in_folder(config.odf_dir / dataset.name)
         if files.files and dataset.action is not Action.DELETE:
             detail = (
                 f"{count(len(files.files), 'file')} ({files.size:,} bytes) in the dataset"
-                f" folder move into the data store {config.data_store}"
+                f" folder move into the data store {store}"
             )
             dataset = replace(dataset, pending=(*dataset.pending, Pending("store-move", detail)))
         datasets.append(dataset)
