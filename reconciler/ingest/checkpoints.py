@@ -108,7 +108,7 @@ class Layer:
     @property
     def path(self) -> Path:
         """The file, fetched from a remote store on first use."""
-        return self.layout.checkpoint_file(self.hash)
+        return self.layout.checkpoint_to_read(self.hash)
 
 
 def write_keys_checkpoint(
@@ -387,7 +387,7 @@ def _rebuild(
     """The checkpoint recomputed from every slice in the chain (kamu's way), read with
     the dataset's schema so that slices older than a column hold it as null."""
     paths = [
-        dataset.layout.data_file(block.event.new_data.physical_hash)
+        dataset.layout.data_to_read(block.event.new_data.physical_hash)
         for _, block in dataset.iter_blocks(state.head)
         if isinstance(block.event, models.AddData) and block.event.new_data is not None
     ]

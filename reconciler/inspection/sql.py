@@ -164,7 +164,7 @@ def _dataset_frame(spark: SparkSession, dataset: Dataset) -> DataFrame | None:
     if state.data_schema is None:
         return None
     files = [
-        dataset.layout.data_file(event.new_data.physical_hash)
+        dataset.layout.data_to_read(event.new_data.physical_hash)
         for _, block in dataset.iter_blocks(state.head)
         if isinstance(event := block.event, models.AddData | models.ExecuteTransform)
         and event.new_data is not None

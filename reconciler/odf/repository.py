@@ -151,16 +151,28 @@ class DatasetLayout:
         return self.blocks / hash_
 
     def data_file(self, hash_: str) -> Path:
-        """The data file to read, fetched from a remote store on first use;
-        ``MissingObjectError`` when the store has no such object."""
-        return self._present(hash_, "data")
+        """Where the data file is (in a remote store's cache once fetched), whether or
+        not it exists; ``data_to_read`` for a file about to be read."""
+        if self.store is not None:
+            return self.store.fetch(hash_, "data")
+        return self.data / hash_
 
     def checkpoint_file(self, hash_: str) -> Path:
-        """The checkpoint file to read, as ``data_file``."""
-        return self._present(hash_, "checkpoint")
+        """Where the checkpoint file is, as ``data_file``."""
+        if self.store is not None:
+            return self.store.fetch(hash_, "checkpoint")
+        return self.checkpoints / hash_
 
-    def _present(self, hash_: str, kind: str) -> Path:
-        path = self._objects.fetch(hash_, kind)
+    def data_to_read(self, hash_: str) -> Path:
+        """The data file, fetched from a remote store on first use, for a reader;
+        ``MissingObjectError`` when the store has no such object."""
+        return self._present(self.data_file(hash_), hash_, "data")
+
+    def checkpoint_to_read(self, hash_: str) -> Path:
+        """The checkpoint file for a reader, as ``data_to_read``."""
+        return self._present(self.checkpoint_file(hash_), hash_, "checkpoint")
+
+    def _present(self, path: Path, hash_: str, kind: str) -> Path:
         if not path.is_file():
             raise MissingObjectError(
                 f"{folder_of(kind)}/{hash_}, named by the chain of {self.root.name}, is not"

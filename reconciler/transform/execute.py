@@ -189,7 +189,7 @@ def _slice_schema(
 def _previous_watermarks(dataset: Dataset, state: ChainState) -> dict[str, Timestamp]:
     if state.checkpoint is None:
         return {}
-    path = dataset.layout.checkpoint_file(state.checkpoint)
+    path = dataset.layout.checkpoint_to_read(state.checkpoint)
     document = json.loads(path.read_text(encoding="utf-8"))
     return {k: Timestamp.parse(v) for k, v in document.get("inputWatermarks", {}).items()}
 

@@ -168,7 +168,7 @@ def _between(
             event = block.event
             if isinstance(event, models.AddData | models.ExecuteTransform):
                 if event.new_data is not None:
-                    files.append(dataset.layout.data_file(event.new_data.physical_hash))
+                    files.append(dataset.layout.data_to_read(event.new_data.physical_hash))
                 if event.new_watermark is not None:
                     watermarks.append(event.new_watermark)
         if not found_prev:
