@@ -216,6 +216,7 @@ def test_apply_json_is_one_document_on_stdout_following_its_schema(copy: Path) -
     line = document["summary"].pop("line")
     assert normal(line) == ["4 datasets: 3 updated (3 records), 1 up to date in N s"]
     updated = {"status": "updated", "error": None, "blocks": 1, "metadataBlocks": 0}
+    unmoved = {"movedFiles": 0, "note": None}
     assert document == {
         "formatVersion": 1,
         "command": "apply",
@@ -224,9 +225,9 @@ def test_apply_json_is_one_document_on_stdout_following_its_schema(copy: Path) -
         "interrupted": False,
         "error": None,
         "datasets": [
-            {"name": A, **updated, "records": 1, "offsets": [2, 2], "note": None},
-            {"name": B, **updated, "records": 1, "offsets": [2, 2], "note": None},
-            {"name": C, **updated, "records": 1, "offsets": [2, 2], "note": None},
+            {"name": A, **updated, "records": 1, "offsets": [2, 2], **unmoved},
+            {"name": B, **updated, "records": 1, "offsets": [2, 2], **unmoved},
+            {"name": C, **updated, "records": 1, "offsets": [2, 2], **unmoved},
             {
                 "name": D,
                 "status": "up-to-date",
@@ -235,6 +236,7 @@ def test_apply_json_is_one_document_on_stdout_following_its_schema(copy: Path) -
                 "metadataBlocks": 0,
                 "records": 0,
                 "offsets": None,
+                "movedFiles": 0,
                 "note": waiting(copy),
             },
         ],

@@ -214,6 +214,7 @@ def test_the_installed_cli_plans_and_applies_a_repository_that_holds_no_reconcil
                 "metadataBlocks": 3,
                 "records": 3,
                 "offsets": [0, 2],
+                "movedFiles": 0,
                 "note": None,
             }
         ],

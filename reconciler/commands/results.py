@@ -33,6 +33,7 @@ def applied(done: Finished) -> dict[str, Any]:
         "metadataBlocks": outcome.metadata_blocks,
         "records": outcome.rows,
         "offsets": list(done.offsets) if done.offsets else None,
+        "movedFiles": outcome.moved,
         "note": None if failed or not outcome.message else outcome.message,
     }
 
