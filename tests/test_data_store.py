@@ -467,6 +467,23 @@ def test_a_repository_moves_its_data_out_of_git_into_a_store(
     assert cli(root, "plan", "--detailed-exitcode").exit_code == 0
 
 
+def test_an_orphaned_chains_files_stay_and_are_not_planned_to_move(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    root = tmp_path / "repo"
+    make_repo(root, None)
+    apply(root, "2026-01-01T06:00:00Z")
+    (root / "datasets" / f"{DERIVED}.yaml").unlink()  # its chain is orphaned, never touched
+    _move_into(root, "../store", None)
+    planned = cli(root, "plan")
+    moves = [line.strip() for line in planned.output.splitlines() if "store-move" in line]
+    assert len(moves) == 1 and moves[0].startswith("pending data: store-move: 1 file ("), moves
+    apply(root, "2026-01-02T06:00:00Z")
+    assert [f.split("/")[0] for f in stored_files(root)] == [DERIVED, DERIVED]
+    assert cli(root, "plan", "--detailed-exitcode").exit_code == 0  # nothing left to do
+    assert cli(root, "verify", "--integrity").exit_code == 0
+
+
 def test_a_file_that_does_not_match_its_name_is_not_moved(
     tmp_path: Path, spark: SparkSession
 ) -> None:

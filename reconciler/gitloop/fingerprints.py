@@ -74,10 +74,10 @@ def _policies(config: RepoConfig, base_ref: str | None) -> tuple[tuple[str, str]
     any, from the folder its settings name, as ``planning.compose`` decides), named by
     their path."""
     if base_ref is not None:
-        base = gitops.config_at(config, base_ref)
         with tempfile.TemporaryDirectory() as tmp:
-            if gitops.export_folder(base.root, base_ref, base.policies_dir, Path(tmp)):
-                return _policy_files(Path(tmp), shown_path(base.policies_dir, base.root))
+            folder = gitops.export_policies(config, base_ref, Path(tmp))
+            if folder is not None:
+                return _policy_files(Path(tmp), shown_path(folder, config.root))
     return _policy_files(config.policies_dir, shown_path(config.policies_dir, config.root))
 
 

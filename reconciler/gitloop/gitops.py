@@ -87,6 +87,14 @@ def config_at(config: RepoConfig, ref: str) -> RepoConfig:
     return RepoConfig.of_pyproject(config.root, text or "", f"{pyproject} at {ref}")
 
 
+def export_policies(config: RepoConfig, ref: str, target: Path) -> Path | None:
+    """Write the policies folder that ``ref``'s own settings name, as it is at ``ref``,
+    into ``target``: the folder (its working-tree path), or None when ``ref`` has none.
+    A pull request that points ``policies`` elsewhere is still judged by this folder."""
+    base = config_at(config, ref)
+    return base.policies_dir if export_folder(base.root, ref, base.policies_dir, target) else None
+
+
 def _object_at(repo_root: Path, ref: str, path: Path) -> git.Blob | git.Tree | None:
     """The file or folder ``path`` (in the working tree) as it is at ``ref``; None if it
     did not exist there."""

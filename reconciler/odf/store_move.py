@@ -98,11 +98,8 @@ class FolderUntilMoved:
 
     def fetch(self, hash_: str, kind: str) -> Path:
         path = self.store.fetch(hash_, kind)
-        if path.exists():
-            return path
-        if self.folder.size(hash_, kind) is not None:
-            return self.folder.fetch(hash_, kind)
-        return path
+        kept = self.folder.fetch(hash_, kind)
+        return kept if not path.exists() and kept.is_file() else path
 
     def size(self, hash_: str, kind: str) -> int | None:
         size = self.store.size(hash_, kind)

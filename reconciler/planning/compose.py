@@ -83,12 +83,10 @@ def _spark_settings(config: RepoConfig, base_ref: str | None) -> SparkSettings:
     return SparkSettings.of_pyproject(document)
 
 
-def _base_policies(base: RepoConfig, base_ref: str) -> PolicySet | None:
-    """The base branch's policies, from the folder the base's settings name (a pull
-    request that points ``policies`` elsewhere is still judged by the old folder); None
-    when the base has no policies folder yet."""
+def _base_policies(config: RepoConfig, base_ref: str) -> PolicySet | None:
+    """The base branch's policies; None when it has no policies folder yet."""
     with tempfile.TemporaryDirectory() as tmp:
-        if gitops.export_folder(base.root, base_ref, base.policies_dir, Path(tmp)):
+        if gitops.export_policies(config, base_ref, Path(tmp)) is not None:
             return load_policies(Path(tmp))
     return None
 
@@ -149,9 +147,7 @@ def make_plan(
     problems += source_problems(config.root, allowed, desired.datasets.values())
     if base is not None:
         problems += settings_problems(config, base)
-    base_policies = None
-    if base is not None and request.base_ref is not None:
-        base_policies = _base_policies(base, request.base_ref)
+    base_policies = None if request.base_ref is None else _base_policies(config, request.base_ref)
     # without a base, or a base that has no policies yet (this pull request adds them)
     policy_set = load_policies(config.policies_dir) if base_policies is None else base_policies
 

@@ -94,7 +94,9 @@ def store_move_pending(config: RepoConfig, plan: Plan) -> Plan:
     datasets = []
     for dataset in plan.datasets:
         files = in_folder(config.odf_dir / dataset.name)
-        if files.files and dataset.action is not Action.DELETE:
+        # apply moves the files of the datasets it runs: not of one it deletes, nor of
+        # an orphaned chain (never touched; its files stay readable in its folder)
+        if files.files and dataset.action not in (Action.DELETE, Action.ORPHANED):
             detail = (
                 f"{count(len(files.files), 'file')} ({files.size:,} bytes) in the dataset"
                 f" folder move into the data store {store}"
