@@ -62,7 +62,9 @@ KILLABLE_RECONCILE = textwrap.dedent(
     def point(what):
         count[0] += 1
         if count[0] == stop:
-            marker.write_text(what)
+            # whole or not at all: the test reads it as soon as the name exists
+            marker.with_suffix(".tmp").write_text(what)
+            real_replace(marker.with_suffix(".tmp"), marker)
             time.sleep(600)
 
     def replace(src, dst, **kwargs):
