@@ -50,8 +50,9 @@ class Merged:
 
     changes: DataFrame
     """``op``, then the data columns, then ``ROW_ID``; event times may still be NULL."""
-    order: list[Column]
-    """The order in which offsets are assigned."""
+    order: list[str]
+    """The columns of ``changes`` in whose order (each ascending, nulls first) offsets
+    are assigned: a total order."""
     state: Column | None = None
     """Snapshot only: true for the rows of ``changes`` that are not changelog rows but
     the projected state after this slice (the next checkpoint), ``op`` NULL. One pass
@@ -73,8 +74,8 @@ def _require(columns: list[str], wanted: list[str], what: str) -> None:
         )
 
 
-def _by_event_time(event_column: str) -> list[Column]:
-    return [column(event_column).asc_nulls_first(), F.col(ROW_ID).asc_nulls_first()]
+def _by_event_time(event_column: str) -> list[str]:
+    return [event_column, ROW_ID]
 
 
 def merge_append(new: DataFrame, op_column: str, event_column: str) -> Merged:
@@ -150,7 +151,7 @@ def merge_snapshot(
     _require(names, pk, "primary key")
     compared = strategy.compare_columns or [c for c in names if c not in pk]
     _require(names, compared, "compare")
-    order = [*[column(k).asc_nulls_first() for k in pk], F.col(op_column).asc(), F.col(ROW_ID)]
+    order = [*pk, op_column, ROW_ID]
     is_state = F.col(op_column).isNull()
     if state is None:  # every row is appended, and is the state
         ops = F.array(F.lit(Op.APPEND), F.lit(None).cast(IntegerType()))  # INT, as _op casts

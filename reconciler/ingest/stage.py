@@ -46,9 +46,7 @@ from ..writer.commit import Staged, data_slice, system_fields
 from ..writer.slice_files import (
     collected_schema,
     slice_output,
-    sorted_by_output,
-    sorted_in_one_partition,
-    write_partitions,
+    write_sorted,
 )
 from .checkpoints import (
     CHECKPOINT_KIND,
@@ -207,9 +205,9 @@ def _merge_and_write(
     written checkpoint, if the strategy keeps one, and the slice's schema.
 
     A Snapshot's merge reads the prepared frame once, for its changelog and its state
-    alike (``Merged.state``): one query sorts each into a partition of its own and writes
-    both files side by side, the slice in its order and the state by primary key (the
-    same order: the key comes first in it). That needs no cache of the frame and no
+    alike (``Merged.state``): one query sorts both and writes both files side by side
+    (``write_sorted``), the slice in its order and the state by primary key (the same
+    order: the key comes first in it). That needs no cache of the frame and no
     second query after the slice's; the state is written even when the slice turns
     out empty, and that file is then dropped, as no block names it."""
     vocab = state.vocabulary()
@@ -228,27 +226,25 @@ def _merge_and_write(
             merged = merge_snapshot(request.merge, frame, before, op, event)
         case _:
             raise ValueError(f"merge strategy {request.merge.kind} is not supported")
-    if merged.state is None:
-        ordered = sorted_in_one_partition(merged.changes, merged.order)
-    else:  # the changelog in partition 0, the state in partition 1
-        by_output = F.when(merged.state, 1).otherwise(0)
-        ordered = sorted_by_output(merged.changes, by_output, 2, merged.order)
     names = [c for c in merged.changes.columns if c not in (ROW_ID, op, event)]
-    rows = ordered.select(
+    columns = [
         column(op),
         F.coalesce(column(event), fallback).alias(event),
         *[column(c) for c in names],
-    )
+    ]
+    rows = merged.changes.select(*columns)
     schema = _slice_arrow_schema(collected_schema(rows), vocab, request, grown)
     slice_file = workdir / "slice.parquet"
     outputs = [
         slice_output(slice_file, schema, vocab, state.next_offset, request.system_time, event)
     ]
+    by_output = None
     if merged.state is not None:  # the data columns in the order the frame has them
-        columns = [column(c) for c in merged.changes.columns if c not in (ROW_ID, op)]
-        collected = collected_schema(rows.select(*columns))
+        state_columns = [column(c) for c in merged.changes.columns if c not in (ROW_ID, op)]
+        collected = collected_schema(rows.select(*state_columns))
         outputs.append(checkpoint_output(collected, request.merge, workdir / "checkpoint.parquet"))
-    results = write_partitions(rows, outputs)
+        by_output = F.when(merged.state, 1).otherwise(0)  # the changelog 0, the state 1
+    results = write_sorted(merged.changes, merged.order, columns, outputs, by_output)
     if results[0] is None:
         for output in outputs[1:]:
             output.path.unlink(missing_ok=True)

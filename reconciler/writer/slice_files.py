@@ -1,21 +1,21 @@
-"""Slices and checkpoints written by a Spark task, never collected into the driver.
+"""Slices and checkpoints written by Spark tasks, never collected into the driver.
 
-ODF wants one Parquet file per slice, so the ordered frame is coalesced into one
-partition (which keeps its order: the partitions are concatenated in order) and that
-partition's task writes the file with pyarrow, in a Spark Python worker: a row group at
-a time, cast to the exact Arrow schema the chain declares, embedded in the file, and
-with kamu's encoding (``odf.slices``). Spark's own Parquet writer cannot embed an Arrow
-schema, so a reader would get other nullability and list item names back; written this
-way the file reads back with the declared schema, and its records, hence the logical
-hash, are exactly what collecting the frame and writing it in the driver gave.
+ODF wants one Parquet file per slice, so one task writes each file, with pyarrow, in a
+Spark Python worker: a row group at a time, cast to the exact Arrow schema the chain
+declares, embedded in the file, and with kamu's encoding (``odf.slices``). Spark's own
+Parquet writer cannot embed an Arrow schema, so a reader would get other nullability and
+list item names back; written this way the file reads back with the declared schema,
+and its records, hence the logical hash, are exactly what collecting the frame and
+writing it in the driver gave.
 
-Files computed from the same rows (a Snapshot's slice and checkpoint) are written by
-one query: the frame carries every file's rows, each in a partition of its own
-(``sorted_by_output``), and each partition's task writes its file (``write_partitions``),
-side by side. The rows are computed once, with no cache. A file's rows reach its task
-in batches of as many rows as they would on their own, and the row groups follow the
-batches, except where Spark cuts batches by size (64 MiB, ``arrow.maxBytesPerBatch``):
-there the columns only another file needs count too.
+A frame already in its order is coalesced into one partition, which keeps the order
+(``write_frame``: a transform's output). Rows that must be sorted first (an ingest's
+changelog, by event time or key) are sorted where they are: each task sorts its own
+partition into runs, and the file's writer merges the runs (``write_sorted``, with
+``sorted_runs``), so the sort and the conversion of rows to Arrow use every core rather
+than the writer's alone. Files computed from the same rows (a Snapshot's slice and
+checkpoint) are written by one query, each by a task of its own, side by side; the rows
+are computed once, with no cache.
 
 Offsets are assigned in the writing task, counting from the slice's first offset in the
 partition's order: sequential, and deterministic whenever the frame's order is.
@@ -25,14 +25,18 @@ physical hash from the bytes as they go to disk, the logical hash from the row g
 as they are written (a flat schema's records are the same read back; below a struct or
 a list the task reads the file back instead, see ``odf.slices.records_digest``), and
 the latest event time. The driver receives only the digests, the size and the row
-count (or why the rows could not be written). The path must be on a filesystem the
-task can write to: local mode, as the reconciler runs Spark.
+count (or why the rows could not be written). The path, and the runs written beside
+it, must be on a filesystem every task reaches: local mode, as the reconciler runs
+Spark, or a mount a cluster's executors share.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..engine.frames import column
@@ -59,10 +64,14 @@ from ..odf.slices import (
     slice_dictionary,
 )
 from ..odf.timestamps import Timestamp
+from .sorted_runs import merge_runs, mergeable, rechunked, write_runs
 
 # A row group holds at most ROW_GROUP_ROWS rows or about this many bytes, whichever
 # comes first: the writing task holds one row group, a reader too.
 ROW_GROUP_BYTES = 8 << 20
+
+_HASHED_AHEAD = 2
+"""Row groups the logical digest may lag behind the writer."""
 
 _SUMMARY = (
     "output INT, rows LONG, error STRING, kind STRING, physical BINARY, logical BINARY,"
@@ -80,6 +89,10 @@ _SUMMARY_SCHEMA = pa.schema(
         ("latest", pa.int64()),
     ]
 )
+_RUNS = "output INT, run STRING, rows LONG"
+_RUNS_SCHEMA = pa.schema([("output", pa.int32()), ("run", pa.string()), ("rows", pa.int64())])
+_OUTPUT = "__output"
+"""The column ``write_sorted`` tells each row's output by."""
 _NOT_NULL = "not-null"
 _CAST = "cast"
 
@@ -158,6 +171,70 @@ def write_partitions(frame: DataFrame, outputs: Sequence[Output]) -> list[Writte
     return _outcomes(plans, [r.asDict() for r in results])
 
 
+def write_sorted(
+    frame: DataFrame,
+    order: Sequence[str],
+    columns: Sequence[Column],
+    outputs: Sequence[Output],
+    output: Column | None = None,
+) -> list[Written | None]:
+    """Write ``frame``'s rows as the ``outputs``, sorted by the columns named
+    ``order`` (ascending, nulls first; a total order): the rows ``columns`` (an
+    expression each, over ``frame``) give, those whose ``output`` (an integer column)
+    is ``i`` as ``outputs[i]``, all of them as ``outputs[0]`` when there is none.
+
+    When Arrow orders the keys as Spark does (``sorted_runs.mergeable``), every task
+    sorts its own partition and writes it as runs, and one task per output merges them
+    and writes the file, all in one query; otherwise each output's rows are sorted in
+    the one task that writes them (``sorted_by_output``). The files are the same."""
+    keys = [f"__sort{i}" for i in range(len(order))]
+    chosen = F.lit(0) if output is None else output
+    selected = frame.select(
+        *[column(name).alias(key) for name, key in zip(order, keys, strict=True)],
+        chosen.cast("int").alias(_OUTPUT),
+        *columns,
+    )
+    key_types = [collected_schema(selected).field(key).type for key in keys]
+    if not mergeable(key_types):
+        ordered = sorted_by_output(selected, F.col(_OUTPUT), len(outputs), [F.col(k) for k in keys])
+        return write_partitions(ordered, outputs)
+    plans = tuple(outputs)
+    runs = plans[0].path.with_name(plans[0].path.name + ".runs")
+    runs.mkdir()
+
+    def sort_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        assert context is not None, "runs in a Spark task"
+        written = write_runs(batches, _OUTPUT, runs, f"{context.partitionId():05d}")
+        if written:
+            found = dict(zip(("output", "run", "rows"), zip(*written, strict=True), strict=True))
+            yield pa.RecordBatch.from_pydict(found, schema=_RUNS_SCHEMA)
+
+    def merge_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        assert context is not None, "runs in a Spark task"
+        index = context.partitionId()
+        paths = sorted(Path(path) for batch in batches for path in batch["run"].to_pylist())
+        try:
+            merged = rechunked(merge_runs(paths, keys))
+            yield _write_partition(merged, plans[index], index)
+        finally:
+            for path in paths:
+                path.unlink(missing_ok=True)
+
+    sorted_runs = _map_in_arrow(
+        selected.sortWithinPartitions(F.col(_OUTPUT), *[F.col(k).asc_nulls_first() for k in keys]),
+        sort_task,
+        _RUNS,
+    )
+    merged = _map_in_arrow(sorted_runs.repartitionById(len(plans), F.col("output")), merge_task)
+    try:
+        results = merged.collect()
+    finally:
+        shutil.rmtree(runs, ignore_errors=True)
+    return _outcomes(plans, [r.asDict() for r in results])
+
+
 def write_tables(tables: Iterable[pa.Table], path: Path, schema: pa.Schema) -> Written | None:
     """``write_frame`` for rows the driver streams from files, a row group at a time
     (a Ledger checkpoint's keys): the same file, written and hashed the same way,
@@ -228,16 +305,18 @@ def sorted_by_output(
 
 
 def _map_in_arrow(
-    frame: DataFrame, task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+    frame: DataFrame,
+    task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    returns: str = _SUMMARY,
 ) -> DataFrame:
-    """``frame.mapInArrow(task, _SUMMARY)``, without pandas: pyspark's own mapInArrow
+    """``frame.mapInArrow(task, returns)``, without pandas: pyspark's own mapInArrow
     builds its function as a pandas UDF, which insists on pandas (not a dependency here)
     although Arrow batches never touch it; an Arrow-kind UDF runs the same plan node."""
     from pyspark.sql.udf import UserDefinedFunction
     from pyspark.util import PythonEvalType
 
     udf = UserDefinedFunction(
-        task, returnType=_SUMMARY, evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF
+        task, returnType=returns, evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF
     )
     call = udf(*[column(name) for name in frame.columns])  # dotted names are not paths
     return DataFrame(frame._jdf.mapInArrow(call._jc, False, None), frame.sparkSession)
@@ -325,6 +404,10 @@ class _FileWriter:
         """The file, opened with its first row group: no rows, no file."""
         flat = not any(pa.types.is_nested(f.type) for f in plan.schema)
         self._digest = RecordDigest(plan.schema) if flat else None
+        self._hashing = ThreadPoolExecutor(1) if flat else None
+        """Feeds the logical digest the row groups in order while the next is encoded:
+        hashing and Parquet encoding both release the GIL for most of their work."""
+        self._hashed: deque[Future[None]] = deque()
         self._pending: list[pa.Table] = []
         self._pending_rows = self._pending_bytes = 0
         self.rows = 0
@@ -335,6 +418,8 @@ class _FileWriter:
         return self
 
     def __exit__(self, *_: object) -> None:
+        if self._hashing is not None:
+            self._hashing.shutdown(cancel_futures=True)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -359,8 +444,11 @@ class _FileWriter:
             self._flush(ROW_GROUP_ROWS)
 
     def finish(self) -> None:
+        """Write what is left, and let the logical digest catch up."""
         if not any(self._nulls.values()):
             self._flush(None)
+        while self._hashed:
+            self._hashed.popleft().result()
 
     def discard(self) -> None:
         """Close and remove the file (the rows could not be written)."""
@@ -391,8 +479,10 @@ class _FileWriter:
             where = pa.PythonFile(self.sink, mode="w")
             self._writer = parquet_writer(where, self._plan.schema, self._plan.dictionary)
         self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
-        if self._digest is not None:
-            self._digest.update(table)
+        if self._digest is not None and self._hashing is not None:
+            if len(self._hashed) >= _HASHED_AHEAD:  # bounds the row groups held for it
+                self._hashed.popleft().result()
+            self._hashed.append(self._hashing.submit(self._digest.update, table))
         self._pending = [rest] if rest is not None else []
         self._pending_rows = rest.num_rows if rest is not None else 0
         self._pending_bytes = rest.nbytes if rest is not None else 0
