@@ -139,13 +139,10 @@ def test_a_snapshot_run_writes_both_files_in_one_query_as_two_queries_did(
 
     adds = [b.event for _, b in dataset.iter_blocks() if isinstance(b.event, models.AddData)]
     assert [_committed(e) for e in reversed(adds)] == TWO_QUERIES
-    # Two Arrow steps of one query each run: the tasks sorting their partitions into
-    # runs, then the two writers merging them, one task per file.
-    assert queries == [2, 2, 2, 2, 2]
+    assert queries == [1, 1, 1, 1, 1]
     # The first run's query is two stages, each a Spark job under adaptive execution:
-    # reading the CSV and sorting it into runs (shuffled by output), then writing the
-    # two files. Before, caching the frame and sorting the state again for the
-    # checkpoint took 5.
+    # reading the CSV (shuffled by output), then writing the two files, one task each.
+    # Before, caching the frame and sorting the state again for the checkpoint took 5.
     assert jobs[0] == 2
     # The states of the 2nd, 4th (empty) and 5th runs: by key, nulls first, a row that
     # did not change keeping its old event time.

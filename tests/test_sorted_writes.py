@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,6 +14,10 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 
+from reconciler.ingest import stage
+from reconciler.ingest.pull import IngestContext, pull_polling
+from reconciler.odf import DatasetId, Timestamp, models
+from reconciler.odf.repository import Dataset, OdfRepository
 from reconciler.odf.schema_evolution import IncompatibleSchemaError
 from reconciler.writer import slice_files
 from reconciler.writer.slice_files import Output, sorted_by_output, write_partitions, write_sorted
@@ -104,3 +109,75 @@ def test_outputs_are_split_and_a_failing_one_leaves_no_file(
     with pytest.raises(IncompatibleSchemaError, match="column 'v' is NOT NULL but 1 row"):
         write_sorted(frame, ["v"], [F.col("v")], failing, F.col("o"))
     assert list((tmp_path / "f").iterdir()) == []
+
+
+def _csv(run: int) -> str:
+    """3,000 rows: event times with ties and gaps, keys seen before from the 2nd run on,
+    values that change (a Snapshot's corrections)."""
+    lines = ["event_time,id,qty"]
+    for i in range(3000):
+        when = "" if i % 11 == 0 else f"2026-01-{1 + (i * 7) % 28:02d}T00:00:00Z"
+        lines.append(f"{when},k{(i + run * 1000) % 4000},{(i * run) % 13}")
+    return "\n".join(lines) + "\n"
+
+
+def _added(dataset: Dataset) -> list[tuple[Any, ...]]:
+    found = []
+    for _, block in dataset.iter_blocks():
+        event = block.event
+        if isinstance(event, models.AddData):
+            data, checkpoint = event.new_data, event.new_checkpoint
+            found.append(
+                (
+                    data and (data.logical_hash, data.physical_hash, data.offset_interval),
+                    checkpoint and checkpoint.physical_hash,
+                    event.new_watermark,
+                )
+            )
+    return found
+
+
+@pytest.mark.parametrize("merge", ["append", "ledger", "snapshot"])
+def test_an_ingest_sorted_in_runs_commits_the_blocks_one_task_did(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, merge: str
+) -> None:
+    strategy = {
+        "append": models.MergeStrategyAppend(),
+        "ledger": models.MergeStrategyLedger(primary_key=["id"]),
+        "snapshot": models.MergeStrategySnapshot(primary_key=["id"]),
+    }[merge]
+    system_time = Timestamp.parse("2026-02-01T12:00:00Z")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "16k")  # several partitions
+    try:
+        commits = []
+        for runs_from in (stage.RUNS_FROM_BYTES, 0):  # one sorting task, then runs
+            monkeypatch.setattr(stage, "RUNS_FROM_BYTES", runs_from)
+            calls = _calls(monkeypatch)
+            root = tmp_path / str(runs_from)
+            (root / "in").mkdir(parents=True)
+            dataset = OdfRepository(root / "odf").dataset("org.example.stock")
+            seed = models.Seed(
+                dataset_id=DatasetId.from_public_key(bytes(range(32))),
+                dataset_kind=models.DatasetKind.ROOT,
+            )
+            dataset.append_event(seed, system_time)
+            source = models.SetPollingSource(
+                fetch=models.FetchStepFilesGlob(path=str(root / "in" / "*.csv")),
+                read=models.ReadStepCsv(
+                    schema=["event_time TIMESTAMP", "id STRING", "qty BIGINT"], header=True
+                ),
+                merge=strategy,
+            )
+            dataset.append_event(source, system_time)
+            context = IngestContext(
+                spark=lambda: spark, base_dir=root, env={}, system_time=system_time
+            )
+            for run in (1, 2):
+                (root / "in" / f"{run}.csv").write_text(_csv(run))
+                pull_polling(dataset, context)
+            assert len(calls) == (2 if runs_from else 4)
+            commits.append(_added(dataset))
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert commits[0] == commits[1]
+    assert len(commits[0]) == 2 and commits[0][0][0] is not None

@@ -165,6 +165,7 @@ def _ingest_file(
                 source_event_time=fetched.source_event_time,
                 required=frozenset(f.name for f in spark_schema(schema or []) if not f.nullable),
                 schema_may_grow=bool(schema),
+                input_bytes=path.stat().st_size if path.exists() else 0,
             )
             context.progress("merge")
             try:

@@ -44,6 +44,7 @@ from ..odf.slices import WrittenFile, latest_of, normalize_type
 from ..odf.timestamps import Timestamp
 from ..writer.commit import Staged, data_slice, system_fields
 from ..writer.slice_files import (
+    RUNS_FROM_BYTES,
     collected_schema,
     slice_output,
     write_sorted,
@@ -76,6 +77,9 @@ class SliceRequest:
     """Whether new nullable columns may extend the dataset's schema: only when the source
     declares a read schema, so that the columns come from a manifest a plan has shown.
     Columns that appear in schema-less data alone are an error, as in kamu."""
+    input_bytes: int = 0
+    """The size of the file read: from ``RUNS_FROM_BYTES`` up, its rows are sorted where
+    they are read, in parallel (``write_sorted``)."""
 
 
 def stage(
@@ -244,7 +248,8 @@ def _merge_and_write(
         collected = collected_schema(rows.select(*state_columns))
         outputs.append(checkpoint_output(collected, request.merge, workdir / "checkpoint.parquet"))
         by_output = F.when(merged.state, 1).otherwise(0)  # the changelog 0, the state 1
-    results = write_sorted(merged.changes, merged.order, columns, outputs, by_output)
+    in_runs = request.input_bytes >= RUNS_FROM_BYTES
+    results = write_sorted(merged.changes, merged.order, columns, outputs, by_output, in_runs)
     if results[0] is None:
         for output in outputs[1:]:
             output.path.unlink(missing_ok=True)
