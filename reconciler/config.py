@@ -61,6 +61,11 @@ class RepoConfig:
         """Where objects of a data store outside the repository are fetched to."""
         return self.root / ".reconcile-cache"
 
+    @property
+    def work_dir(self) -> Path:
+        """Where a run's Spark tasks write the files it stages (``writer.scratch``)."""
+        return self.cache_dir / "work"
+
     def repository(self) -> OdfRepository:
         """The ODF repository with its data store (``odf/store.py``)."""
         if self.data_store == "odf":

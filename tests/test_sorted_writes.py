@@ -14,6 +14,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 
+from reconciler.commands.common import Session
+from reconciler.config import RepoConfig
 from reconciler.ingest import stage
 from reconciler.ingest.pull import IngestContext, pull_polling
 from reconciler.odf import DatasetId, Timestamp, models
@@ -181,3 +183,50 @@ def test_an_ingest_sorted_in_runs_commits_the_blocks_one_task_did(
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert commits[0] == commits[1]
     assert len(commits[0]) == 2 and commits[0][0][0] is not None
+
+
+def test_a_run_stages_its_files_in_the_repositorys_cache(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a cluster a Spark task writes the slice on another machine: the folder must be
+    one the executors share with the driver, the repository's, not the driver's /tmp."""
+    config = RepoConfig.load(tmp_path)
+    context = Session(config).ingest_context()
+    assert context.scratch == tmp_path.resolve() / ".reconcile-cache" / "work"
+    written: list[Path] = []
+    real = slice_files._outcomes
+
+    def recorded(outputs: Any, summaries: Any) -> Any:
+        written.extend(output.path for output in outputs)
+        return real(outputs, summaries)
+
+    monkeypatch.setattr(slice_files, "_outcomes", recorded)
+    monkeypatch.setattr(stage, "RUNS_FROM_BYTES", 0)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "1.csv").write_text(_csv(1))
+    dataset = OdfRepository(tmp_path / "odf").dataset("org.example.stock")
+    system_time = Timestamp.parse("2026-02-01T12:00:00Z")
+    seed = models.Seed(
+        dataset_id=DatasetId.from_public_key(bytes(range(32))),
+        dataset_kind=models.DatasetKind.ROOT,
+    )
+    dataset.append_event(seed, system_time)
+    source = models.SetPollingSource(
+        fetch=models.FetchStepFilesGlob(path="in/*.csv"),
+        read=models.ReadStepCsv(
+            schema=["event_time TIMESTAMP", "id STRING", "qty BIGINT"], header=True
+        ),
+        merge=models.MergeStrategySnapshot(primary_key=["id"]),
+    )
+    dataset.append_event(source, system_time)
+    context = IngestContext(
+        spark=lambda: spark,
+        base_dir=tmp_path,
+        env={},
+        system_time=system_time,
+        scratch=config.work_dir,
+    )
+    assert pull_polling(dataset, context).rows == 3000
+    assert [p.name for p in written] == ["slice.parquet", "checkpoint.parquet"]
+    assert all(p.parent.parent == config.work_dir for p in written)
+    assert list(config.work_dir.iterdir()) == []  # nothing left behind

@@ -222,6 +222,7 @@ class Session:
             fetch_uncacheable=self.fetch_uncacheable,
             progress=progress,
             source_roots=self.config.source_roots,
+            scratch=self.config.work_dir,
         )
 
 

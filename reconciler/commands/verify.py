@@ -63,7 +63,7 @@ def run(
         spark = None if integrity else session.spark
         ids = {} if integrity else dataset_names(repo)  # only a replay resolves inputs
         checked = chosen
-        check = lambda name: verify_dataset(repo, name, ids, spark)  # noqa: E731
+        check = lambda name: verify_dataset(repo, name, ids, spark, session.config.work_dir)  # noqa: E731
     result = RunResult("verify")
     verdicts: list[Verdict] = []
     code = EXIT_OK

@@ -13,7 +13,6 @@ next run redoes the work once (source states are only committed with their data)
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from ..odf.repository import Dataset
 from ..odf.schema_evolution import IncompatibleSchemaError
 from ..odf.timestamps import Timestamp
 from ..writer.commit import all_or_nothing, commit
+from ..writer.scratch import scratch_dir
 from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocessed
@@ -55,6 +55,9 @@ class IngestContext:
     commit; transform for a derivative), for a progress view."""
     source_roots: tuple[Path, ...] = ()
     """Folders outside ``base_dir`` that sources may read too (``source_roots``)."""
+    scratch: Path | None = None
+    """Where each pull's working folder goes (``writer.scratch``); None, the system's
+    temporary folder."""
 
     def now(self) -> Timestamp:
         return self.system_time or Timestamp.now()
@@ -86,7 +89,7 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
                 note = "source is uncacheable (it gave no ETag or date)"
                 return PullResult(blocks, rows, note, size)
             system_time = context.now()
-            with tempfile.TemporaryDirectory(prefix="odf-ingest-") as tmp:
+            with scratch_dir(context.scratch, "odf-ingest-") as tmp:
                 work = Path(tmp)
                 context.progress("fetch")
                 try:
@@ -203,7 +206,7 @@ def push_file(
         )
     system_time = context.now()
     fetched = Fetched(path=path, source_state=None, source_event_time=None, origin=str(path))
-    with all_or_nothing(dataset), tempfile.TemporaryDirectory(prefix="odf-push-") as tmp:
+    with all_or_nothing(dataset), scratch_dir(context.scratch, "odf-push-") as tmp:
         blocks, rows, size = _ingest_file(
             dataset, state, context, source, fetched, system_time, Path(tmp)
         )

@@ -19,7 +19,6 @@ a pull request is as untrusted as a manifest.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from ..odf.integrity import Change, IntegrityProblem, inspect_change, inspect_da
 from ..odf.models import MetadataBlock
 from ..odf.multiformat import DatasetId, Multihash
 from ..odf.repository import Dataset, OdfRepository, RepositoryError
+from ..writer.scratch import scratch_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,15 +71,17 @@ def verify_dataset(
     name: str,
     names: Mapping[DatasetId, str],
     spark: Callable[[], SparkSession] | None,
+    scratch: Path | None = None,
 ) -> Verdict:
-    """Check ``name``; replay its transforms when ``spark`` is given (started on demand)."""
+    """Check ``name``; replay its transforms when ``spark`` is given (started on demand),
+    staging each replay in a folder beneath ``scratch`` (``writer.scratch``)."""
     dataset = repo.dataset(name)
     inspection = inspect_dataset(dataset, keep_blocks=spark is not None)  # a replay reads them
     verdict = Verdict(name, inspection.problems, inspection.block_count, files=inspection.files)
     if not verdict.valid or spark is None:
         return verdict
     for state, hash_, block in _transform_runs(inspection.blocks):
-        problem = _replay(spark(), dataset, repo, names, state, hash_, block)
+        problem = _replay(spark(), dataset, repo, names, state, hash_, block, scratch)
         verdict.replayed += 1
         if problem is not None:
             verdict.problems.append(problem)
@@ -132,6 +134,7 @@ def _replay(
     state: ChainState,
     hash_: Multihash,
     block: MetadataBlock,
+    scratch: Path | None,
 ) -> IntegrityProblem | None:
     from ..transform.execute import stage_transform
     from ..transform.inputs import recorded_inputs
@@ -141,7 +144,7 @@ def _replay(
     seq = block.sequence_number
     try:
         inputs = recorded_inputs(state, recorded, repo, names)
-        with tempfile.TemporaryDirectory(prefix="odf-verify-") as tmp:
+        with scratch_dir(scratch, "odf-verify-") as tmp:
             staged = stage_transform(spark, dataset, state, inputs, block.system_time, Path(tmp))
     except Exception as e:  # any failure to reproduce is a finding about this block
         return IntegrityProblem(f"replay failed: {describe(e)}", seq)
