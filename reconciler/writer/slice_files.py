@@ -214,7 +214,8 @@ def write_sorted(
     def sort_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         assert context is not None, "runs in a Spark task"
-        written = write_runs(batches, _OUTPUT, runs, f"{context.partitionId():05d}")
+        name = f"{context.partitionId():05d}-{context.attemptNumber()}"  # a retry: new files
+        written = write_runs(batches, _OUTPUT, runs, name)
         if written:
             found = dict(zip(("output", "run", "rows"), zip(*written, strict=True), strict=True))
             yield pa.RecordBatch.from_pydict(found, schema=_RUNS_SCHEMA)
@@ -224,12 +225,8 @@ def write_sorted(
         assert context is not None, "runs in a Spark task"
         index = context.partitionId()
         paths = sorted(Path(path) for batch in batches for path in batch["run"].to_pylist())
-        try:
-            merged = rechunked(merge_runs(paths, keys))
-            yield _write_partition(merged, plans[index], index)
-        finally:
-            for path in paths:
-                path.unlink(missing_ok=True)
+        # The runs stay until the query ends: a retried task reads them again.
+        yield _write_partition(rechunked(merge_runs(paths, keys)), plans[index], index)
 
     sorted_runs = _map_in_arrow(
         selected.sortWithinPartitions(F.col(_OUTPUT), *[F.col(k).asc_nulls_first() for k in keys]),
