@@ -16,7 +16,13 @@ from pathlib import Path
 
 def scratch_dir(under: Path | None, prefix: str) -> tempfile.TemporaryDirectory[str]:
     """A temporary folder beneath ``under`` (created if need be), or in the system's
-    temporary folder when ``under`` is None; removed when its ``with`` block ends."""
+    temporary folder when ``under`` is None or cannot be written (``verify`` in a
+    read-only checkout, say, which local mode does not mind); removed when its ``with``
+    block ends."""
     if under is not None:
-        under.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=prefix, dir=under)
+        try:
+            under.mkdir(parents=True, exist_ok=True)
+            return tempfile.TemporaryDirectory(prefix=prefix, dir=under)
+        except OSError:
+            pass
+    return tempfile.TemporaryDirectory(prefix=prefix)
