@@ -230,3 +230,11 @@ def test_a_run_stages_its_files_in_the_repositorys_cache(
     assert [p.name for p in written] == ["slice.parquet", "checkpoint.parquet"]
     assert all(p.parent.parent == config.work_dir for p in written)
     assert list(config.work_dir.iterdir()) == []  # nothing left behind
+
+
+def test_no_rows_at_all_write_no_file(tmp_path: Path, spark: SparkSession) -> None:
+    frame = spark.createDataFrame([], "o INT, v BIGINT").repartition(2)
+    schema = pa.schema([pa.field("v", pa.int64())])
+    outputs = [Output(tmp_path / f"{i}.parquet", schema) for i in range(2)]
+    assert write_sorted(frame, ["v"], [F.col("v")], outputs, F.col("o")) == [None, None]
+    assert list(tmp_path.iterdir()) == []
