@@ -203,10 +203,10 @@ def write_sorted(
         chosen.cast("int").alias(_OUTPUT),
         *columns,
     )
-    key_types = [collected_schema(selected).field(key).type for key in keys]
-    if not (in_runs and mergeable(key_types)):
+    arrow = collected_schema(selected)
+    if not (in_runs and mergeable(arrow.field(key).type for key in keys)):
         ordered = sorted_by_output(selected, F.col(_OUTPUT), len(outputs), [F.col(k) for k in keys])
-        return write_partitions(ordered, outputs)
+        return write_partitions(ordered.drop(*keys, _OUTPUT), outputs)  # sorted: not sent
     plans = tuple(outputs)
     runs = plans[0].path.with_name(plans[0].path.name + ".runs")
     runs.mkdir()
@@ -217,8 +217,8 @@ def write_sorted(
         name = f"{context.partitionId():05d}-{context.attemptNumber()}"  # a retry: new files
         written = write_runs(batches, _OUTPUT, runs, name)
         if written:
-            found = dict(zip(("output", "run", "rows"), zip(*written, strict=True), strict=True))
-            yield pa.RecordBatch.from_pydict(found, schema=_RUNS_SCHEMA)
+            found = [{"output": o, "run": run, "rows": n} for o, run, n in written]
+            yield pa.RecordBatch.from_pylist(found, schema=_RUNS_SCHEMA)
 
     def merge_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
