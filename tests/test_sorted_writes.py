@@ -113,6 +113,50 @@ def test_outputs_are_split_and_a_failing_one_leaves_no_file(
     assert list((tmp_path / "f").iterdir()) == []
 
 
+def test_outputs_of_the_same_rows_share_one_sort(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no output column every row goes to every output (a first Snapshot's slice
+    and state), each output taking the columns its schema names: in runs, the rows are
+    sorted and written as runs once, and both writers merge the same runs; the files
+    are the ones a single sorting task writes per output."""
+    frame = _frame(spark)
+    narrow = pa.schema([SCHEMA.field("k"), SCHEMA.field("t")])
+    seen: list[tuple[str, int]] = []
+    real_rmtree = slice_files.shutil.rmtree
+
+    def listed(path: Path, **kwargs: Any) -> None:  # the runs, before the driver drops them
+        for run in sorted(Path(path).iterdir()):
+            with pa.memory_map(str(run)) as source:
+                seen.append((run.name.rsplit("-", 1)[1], _rows(source)))
+        real_rmtree(path, **kwargs)
+
+    monkeypatch.setattr(slice_files.shutil, "rmtree", listed)
+    outputs = [
+        Output(tmp_path / "slice.parquet", SCHEMA),
+        Output(tmp_path / "state.parquet", narrow),
+    ]
+    columns = [F.col(c) for c in SCHEMA.names]
+    shared = write_sorted(frame, ["t", "k", "id"], columns, outputs)
+    # 4 partitions sorted once each: runs for output 0 only, 6,000 rows in all.
+    assert [name for name, _ in seen] == ["0.arrow"] * 4
+    assert sum(rows for _, rows in seen) == 6000
+    assert pq.read_table(outputs[1].path).column_names == ["k", "t"]
+
+    (tmp_path / "one").mkdir()
+    alone = [Output(tmp_path / "one" / o.path.name, o.schema) for o in outputs]
+    single = write_sorted(frame, ["t", "k", "id"], columns, alone, in_runs=False)
+    assert [(w[0].rows, w[0].physical_hash) for w in shared if w] == [
+        (w[0].rows, w[0].physical_hash) for w in single if w
+    ]
+    assert [w[0].rows for w in single if w] == [6000, 6000]
+
+
+def _rows(source: pa.MemoryMappedFile) -> int:
+    reader = pa.ipc.open_file(source)
+    return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+
+
 def _csv(run: int) -> str:
     """3,000 rows: event times with ties and gaps, keys seen before from the 2nd run on,
     values that change (a Snapshot's corrections)."""

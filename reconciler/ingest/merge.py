@@ -58,6 +58,15 @@ class Merged:
     the projected state after this slice (the next checkpoint), ``op`` NULL. One pass
     over the merge's input gives both, so a run reads its data once, with no cache, and
     writes the slice and the checkpoint in one query."""
+    state_is_changes: bool = False
+    """Snapshot with no previous state: every changelog row is an append and is also a
+    row of the state, in the same order, so the writer writes both files from the same
+    sorted rows rather than sorting every row twice."""
+
+    @property
+    def keeps_state(self) -> bool:
+        """Whether the changes come with the state after them (Snapshot)."""
+        return self.state is not None or self.state_is_changes
 
 
 def _op(value: int | Column, name: str) -> Column:
@@ -151,14 +160,10 @@ def merge_snapshot(
     _require(names, pk, "primary key")
     compared = strategy.compare_columns or [c for c in names if c not in pk]
     _require(names, compared, "compare")
+    if state is None:  # every row is appended, and is the state: the same rows
+        changes = new.select(_op(Op.APPEND, op_column), *[column(c) for c in names], F.col(ROW_ID))
+        return Merged(changes, [*pk, ROW_ID], state_is_changes=True)  # one op: no tie
     order = [*pk, op_column, ROW_ID]
-    is_state = F.col(op_column).isNull()
-    if state is None:  # every row is appended, and is the state
-        ops = F.array(F.lit(Op.APPEND), F.lit(None).cast(IntegerType()))  # INT, as _op casts
-        changes = new.select(
-            F.explode(ops).alias(op_column), *[column(c) for c in names], F.col(ROW_ID)
-        )
-        return Merged(changes, order, is_state)
 
     _require(state.columns, names, "data")
     old_refs = [f"__o{i}" for i in range(len(names))]
@@ -209,4 +214,4 @@ def merge_snapshot(
         ],
         F.col(ROW_ID),  # NULL for a retraction: no new row
     )
-    return Merged(changes, order, is_state)
+    return Merged(changes, order, state=F.col(op_column).isNull())

@@ -213,7 +213,9 @@ def _merge_and_write(
     (``write_sorted``), the slice in its order and the state by primary key (the same
     order: the key comes first in it). That needs no cache of the frame and no
     second query after the slice's; the state is written even when the slice turns
-    out empty, and that file is then dropped, as no block names it."""
+    out empty, and that file is then dropped, as no block names it. A first Snapshot's
+    state is its slice's rows (``Merged.state_is_changes``): both files are written
+    from the same sorted rows."""
     vocab = state.vocabulary()
     op, event = vocab.operation_type_column, vocab.event_time_column
     fallback_time = request.source_event_time or request.system_time
@@ -243,11 +245,12 @@ def _merge_and_write(
         slice_output(slice_file, schema, vocab, state.next_offset, request.system_time, event)
     ]
     by_output = None
-    if merged.state is not None:  # the data columns in the order the frame has them
+    if merged.keeps_state:  # the data columns in the order the frame has them
         state_columns = [column(c) for c in merged.changes.columns if c not in (ROW_ID, op)]
         collected = collected_schema(rows.select(*state_columns))
         outputs.append(checkpoint_output(collected, request.merge, workdir / "checkpoint.parquet"))
-        by_output = F.when(merged.state, 1).otherwise(0)  # the changelog 0, the state 1
+        if merged.state is not None:  # else every row goes to both
+            by_output = F.when(merged.state, 1).otherwise(0)  # the changelog 0, the state 1
     in_runs = request.input_bytes >= RUNS_FROM_BYTES
     results = write_sorted(merged.changes, merged.order, columns, outputs, by_output, in_runs)
     if results[0] is None:
@@ -256,7 +259,7 @@ def _merge_and_write(
         return None, None, None, schema
     written, latest = results[0]
     checkpoint: WrittenFile | None
-    if merged.state is not None:
+    if merged.keeps_state:
         checkpoint = checkpoint_written(results[1], outputs[1])
     else:
         checkpoint = _next_checkpoint(request.merge, previous, written, workdir)

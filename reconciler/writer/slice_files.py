@@ -187,15 +187,17 @@ def write_sorted(
     """Write ``frame``'s rows as the ``outputs``, sorted by the columns named
     ``order`` (ascending, nulls first; a total order): the rows ``columns`` (an
     expression each, over ``frame``) give, those whose ``output`` (an integer column)
-    is ``i`` as ``outputs[i]``, all of them as ``outputs[0]`` when there is none.
+    is ``i`` as ``outputs[i]``, or, when there is none, every row as every output (each
+    file takes the columns its schema names: a first Snapshot's slice and state).
 
     With ``in_runs``, when Arrow orders the keys as Spark does
     (``sorted_runs.mergeable``), every task sorts its own partition and writes it as
     runs, and one task per output merges them and writes the file, all in one query;
-    otherwise each output's rows are sorted in the one task that writes them
-    (``sorted_by_output``). The files are the same. The runs pay off from a few MiB of
-    input (``RUNS_FROM_BYTES``): below that, their extra step costs more than the sort
-    it spreads."""
+    outputs of the same rows share the runs, so each row is sorted once. Otherwise each
+    output's rows are sorted in the one task that writes them (``sorted_by_output``).
+    The files are the same. The runs pay off from a few MiB of input
+    (``RUNS_FROM_BYTES``): below that, their extra step costs more than the sort it
+    spreads."""
     keys = [f"__sort{i}" for i in range(len(order))]
     chosen = F.lit(0) if output is None else output
     selected = frame.select(
@@ -205,9 +207,13 @@ def write_sorted(
     )
     arrow = collected_schema(selected)
     if not (in_runs and mergeable(arrow.field(key).type for key in keys)):
+        if output is None and len(outputs) > 1:  # every row, once for each output
+            every = F.explode(F.sequence(F.lit(0), F.lit(len(outputs) - 1)))
+            selected = selected.withColumn(_OUTPUT, every)
         ordered = sorted_by_output(selected, F.col(_OUTPUT), len(outputs), [F.col(k) for k in keys])
         return write_partitions(ordered.drop(*keys, _OUTPUT), outputs)  # sorted: not sent
     plans = tuple(outputs)
+    shared = range(len(plans)) if output is None else None  # every row to each: same runs
     runs = plans[0].path.with_name(plans[0].path.name + ".runs")
     runs.mkdir()
 
@@ -217,7 +223,11 @@ def write_sorted(
         name = f"{context.partitionId():05d}-{context.attemptNumber()}"  # a retry: new files
         written = write_runs(batches, _OUTPUT, runs, name)
         if written:
-            found = [{"output": o, "run": run, "rows": n} for o, run, n in written]
+            found = [
+                {"output": o, "run": run, "rows": n}
+                for written_for, run, n in written
+                for o in (shared if shared is not None else [written_for])
+            ]
             yield pa.RecordBatch.from_pylist(found, schema=_RUNS_SCHEMA)
 
     def merge_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
