@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-# The shared SparkSession fixture lives in its own plugin module.
-pytest_plugins = ["conftest_spark"]
+# The shared SparkSession fixture lives in its own plugin module; the JVMs' class archive
+# in another.
+pytest_plugins = ["conftest_spark", "jvm_archive"]
 
 DATA = Path(__file__).resolve().parent / "data"
 VECTORS = DATA / "odf-vectors"
