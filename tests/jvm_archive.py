@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -72,7 +73,8 @@ def _key() -> str:
 
 
 def _made(folder: Path, key: str) -> Path | None:
-    """The archive for ``key``, made now unless an earlier session made it."""
+    """The archive for ``key``, made now unless an earlier session made it; None when
+    the run made none (a failing run raises, and the caller goes without)."""
     archive = folder / f"spark-{key}.jsa"
     if archive.is_file() and archive.stat().st_size:
         return archive
@@ -91,11 +93,9 @@ def _made(folder: Path, key: str) -> Path | None:
             return None
         partial.replace(archive)
         return archive
-    except (OSError, subprocess.SubprocessError):
-        return None
     finally:
         partial.unlink(missing_ok=True)
-        subprocess.run(["rm", "-rf", str(scratch)], check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
