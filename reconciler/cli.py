@@ -1,7 +1,9 @@
 """The ``reconcile`` command line: it only assembles the app.
 
-Each command's body is a thin module of ``reconciler.commands`` over the library; the
-shared options, exit codes and error handling are in ``commands.common``. A bare
+Each command's body is a thin module of ``reconciler.commands`` over the library,
+imported when that command runs; the options are in ``commands.options``, the exit codes
+and error handling in ``commands.common``, so that building the app (and answering
+``--help``, ``--version`` or a usage error) loads no engine, model or pyarrow. A bare
 ``reconcile`` is ``reconcile apply`` and ``reconcile --plan`` is ``reconcile plan``,
 with the same option names, so that existing scripts and workflows keep working.
 """
@@ -15,40 +17,40 @@ from typing import Annotated
 
 import typer
 
-from .commands import apply as apply_command
-from .commands import init as init_command
-from .commands import lineage as lineage_command
-from .commands import log as log_command
-from .commands import push as push_command
-from .commands import show as show_command
-from .commands import sql as sql_command
-from .commands import verify as verify_command
-from .commands.apply import RunOptions, SavedPlanArgument, SavedPlanOption
 from .commands.common import (
-    BaseOption,
-    DetailedExitcodeOption,
-    FetchUncacheableOption,
-    FormatOption,
-    LockTimeoutOption,
-    OutOption,
-    OutputFormat,
-    PlanFlag,
-    PruneOption,
     ReconcileGroup,
-    SelectOption,
     Session,
-    SystemTimeOption,
-    YesOption,
     fail,
     is_repository,
     not_a_repository,
     parse_time,
     usage_error,
 )
-from .commands.lineage import LineageFormat
-from .commands.log import LogFormat
-from .commands.loop import DEFAULT_PUSH_RETRIES, CommitOption, PushOption, PushRetriesOption
-from .commands.sql import SqlFormat
+from .commands.options import (
+    DEFAULT_PUSH_RETRIES,
+    BaseOption,
+    CommitOption,
+    DetailedExitcodeOption,
+    FetchUncacheableOption,
+    FormatOption,
+    LineageFormat,
+    LockTimeoutOption,
+    LogFormat,
+    OutOption,
+    OutputFormat,
+    PlanFlag,
+    PruneOption,
+    PushOption,
+    PushRetriesOption,
+    RunOptions,
+    SavedPlanArgument,
+    SavedPlanOption,
+    SelectOption,
+    SqlFormat,
+    SystemTimeOption,
+    YesOption,
+    check_combination,
+)
 from .config import ConfigError, RepoConfig
 
 app = typer.Typer(
@@ -128,7 +130,20 @@ def reconcile(
     if command != "init" and not is_repository(config):
         raise not_a_repository(config)
     if command is None:
-        apply_command.run(session, options)
+        _plan_or_apply(session, options)
+
+
+def _plan_or_apply(session: Session, options: RunOptions) -> None:
+    """Each command's body is imported when it runs, not with the app: a plan never
+    loads the apply's engine, and ``--help`` loads neither."""
+    check_combination(options)
+    if options.plan_only:
+        from .commands import plan as plan_command
+
+        plan_command.run(session, options)
+    from .commands import apply as apply_command
+
+    apply_command.run(session, options)
 
 
 @app.command()
@@ -143,7 +158,7 @@ def plan(
 ) -> None:
     """Show what apply would change; write nothing (the same as reconcile --plan)."""
     options = RunOptions(True, output_format, out, detailed_exitcode, base, prune, select)
-    apply_command.run(ctx.obj, options)
+    _plan_or_apply(ctx.obj, options)
 
 
 @app.command()
@@ -173,7 +188,7 @@ def apply(
     options = RunOptions(plan, output_format, out, detailed_exitcode, base, prune, select, yes)
     options = replace(options, commit=commit, push=push, push_retries=push_retries)
     options = replace(options, saved_plan=saved_plan)
-    apply_command.run(session, options)
+    _plan_or_apply(session, options)
 
 
 @app.command()
@@ -198,6 +213,8 @@ def verify(
     ] = None,
 ) -> None:
     """Check every chain rule, block hash and file, and replay every transform (§3)."""
+    from .commands import verify as verify_command
+
     verify_command.run(ctx.obj, names, select, integrity, output_format, base)
 
 
@@ -237,6 +254,8 @@ def sql(
     else. Timestamps print as RFC 3339 in UTC; NULL is null in the table, an empty field
     in csv (an empty string is "") and null in json.
     """
+    from .commands import sql as sql_command
+
     sql_command.run(ctx.obj, query, output_format, out, limit, select)
 
 
@@ -250,6 +269,8 @@ def log(
     limit: Annotated[int | None, typer.Option(help="Show at most this many blocks.")] = None,
 ) -> None:
     """Show a dataset's metadata chain, newest block first."""
+    from .commands import log as log_command
+
     log_command.run(ctx.obj, name, output_format, limit)
 
 
@@ -263,6 +284,8 @@ def push(
     ] = None,
 ) -> None:
     """Ingest a file through one of a root dataset's push sources (AddPushSource)."""
+    from .commands import push as push_command
+
     push_command.run(ctx.obj, name, file, source)
 
 
@@ -273,6 +296,8 @@ def show(
     out: OutOption = None,
 ) -> None:
     """Render a saved JSON plan again, as text, Markdown or JSON (like terraform show)."""
+    from .commands import show as show_command
+
     show_command.run(file, output_format, out)
 
 
@@ -284,6 +309,8 @@ def lineage(
     ] = LineageFormat.TEXT,
 ) -> None:
     """Show which datasets each dataset reads, from the manifests and the chains."""
+    from .commands import lineage as lineage_command
+
     lineage_command.run(ctx.obj, output_format)
 
 
@@ -295,6 +322,8 @@ def init(
     ] = None,
 ) -> None:
     """Create a reconciler repository: pyproject.toml, datasets/, policies/, a workflow."""
+    from .commands import init as init_command
+
     session: Session = ctx.obj
     init_command.run(session.config.root / directory if directory else session.config.root)
 

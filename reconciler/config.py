@@ -12,10 +12,12 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .odf.repository import OdfRepository
 from .source_paths import OutsideError, SourceRoots
+
+if TYPE_CHECKING:
+    from .odf.repository import OdfRepository
 
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 
@@ -67,7 +69,10 @@ class RepoConfig:
         return self.cache_dir / "work"
 
     def repository(self) -> OdfRepository:
-        """The ODF repository with its data store (``odf/store.py``)."""
+        """The ODF repository with its data store (``odf/store.py``); imported here, not
+        with the configuration, which every command reads, ``--help`` included."""
+        from .odf.repository import OdfRepository
+
         if self.data_store == "odf":
             return OdfRepository(self.odf_dir)
         from .odf.store_fs import open_store

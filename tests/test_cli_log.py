@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from reconciler.inspection import log as log_view
-from reconciler.inspection.verify import dataset_names
 from reconciler.odf import DatasetId, Multihash, Timestamp, models
 from reconciler.odf.arrow_schema import encode_arrow_schema
 from reconciler.odf.repository import OdfRepository
@@ -231,7 +230,7 @@ def test_log_text_names_each_transform_input_next_to_its_id(repo: Path) -> None:
     entries = derivative(repo)
     source = OdfRepository(repo / "odf").dataset("org.example.ds")
     source_next, source_head = (h for h, _ in list(source.iter_blocks())[:2])
-    names = dataset_names(OdfRepository(repo / "odf"))
+    names = OdfRepository(repo / "odf").names_by_id()
     text = log_view.render_text([entries[0], entries[3]], names)
     assert text == (
         f"Block #4: {entries[0][0]}\n"
@@ -277,7 +276,7 @@ def test_log_json_and_yaml_map_the_known_input_ids_to_names_beside_the_block(
     repo: Path,
 ) -> None:
     entries = derivative(repo)
-    names = dataset_names(OdfRepository(repo / "odf"))
+    names = OdfRepository(repo / "odf").names_by_id()
     from_json = json.loads(log_view.render_json(entries, names))
     from_yaml = list(yaml.safe_load_all(log_view.render_yaml(entries, names)))
     for documents in (from_json, from_yaml):

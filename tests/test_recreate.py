@@ -24,7 +24,7 @@ from gitops_repo import (
 from pyspark.sql import SparkSession
 
 from reconciler.apply.run import Status
-from reconciler.inspection.verify import dataset_names, verify_dataset
+from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import Timestamp, models
 from reconciler.odf.json_schemas import validator
 from reconciler.plan.model import Action, Severity
@@ -174,7 +174,7 @@ def test_a_derivative_whose_query_drops_a_column_is_recreated_with_its_readers(
     (c_transform,) = [e for e in events(repo.odf.dataset(C)) if isinstance(e, models.SetTransform)]
     assert [i.dataset_ref for i in c_transform.inputs] == [new_b_id]
     assert sorted(p.name for p in repo.odf.root.iterdir()) == [".lock", A, B, C]  # no staging
-    names = dataset_names(repo.odf)
+    names = repo.odf.names_by_id()
     for name in (B, C):
         verdict = verify_dataset(repo.odf, name, names, lambda: spark)
         assert (verdict.problems, verdict.replayed) == ([], 1)

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from reconciler.apply.run import Status
 from reconciler.cli import app
 from reconciler.engine.session import get_spark
-from reconciler.inspection.verify import dataset_names, verify_dataset
+from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import Timestamp, models
 from reconciler.odf.arrow_schema import decode_arrow_schema
 from reconciler.odf.integrity import check_integrity
@@ -123,7 +123,7 @@ def data_rows(ds: Dataset) -> list[list[tuple[Any, ...]]]:
 
 def verified(repo: GitOpsRepo, spark: SparkSession, name: str) -> tuple[bool, int, list[str]]:
     """``verify`` of ``name`` with every transform replayed: valid, replays, problems."""
-    verdict = verify_dataset(repo.odf, name, dataset_names(repo.odf), lambda: spark)
+    verdict = verify_dataset(repo.odf, name, repo.odf.names_by_id(), lambda: spark)
     return verdict.valid, verdict.replayed, [str(p) for p in verdict.problems]
 
 

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from transform_repo import VOCAB, derivative, run
 
 from reconciler.apply.run import Status
-from reconciler.inspection.verify import dataset_names, verify_dataset
+from reconciler.inspection.verify import verify_dataset
 from reconciler.transform.one_task import ONE_TASK_CONF, one_task, session_conf
 
 ORDERS = "org.example.orders"
@@ -163,7 +163,7 @@ def test_a_float_aggregate_and_window_over_a_join_are_the_same_under_any_spark_c
         assert rows(found, "offset", "op", "system_time") == expected, name
 
     # A replay recomputes the slice and compares its offsets and logical hash.
-    ids = dataset_names(repo.odf)
+    ids = repo.odf.names_by_id()
     for conf in SETTINGS:
         with session_conf(spark, conf):
             for name in queries:

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from transform_repo import PRICES, STOCK, VOCAB, derivative, make_repo, run, ts
 
 from reconciler.apply.run import Status
-from reconciler.inspection.verify import dataset_names, verify_dataset
+from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import models
 
 MULTI_STEP = f"""
@@ -56,7 +56,7 @@ def test_a_multi_step_query_is_normalized_and_runs_its_steps_in_order(
         ),
         (None, "SELECT day, count(*) AS items, sum(value) AS total FROM priced GROUP BY day"),
     ]
-    ids = dataset_names(repo.odf)
+    ids = repo.odf.names_by_id()
     assert [i.dataset_ref for i in set_transform.inputs] == [
         str(repo.odf.dataset(STOCK).state().dataset_id),
         str(repo.odf.dataset(PRICES).state().dataset_id),
@@ -100,7 +100,7 @@ def test_a_changed_query_continues_from_where_the_old_one_stopped(
         [(2, 0, "2020-01-02", "c", 500)],
     ]
     # Each run replays with the query that was in force when it ran.
-    verdict = verify_dataset(repo.odf, name, dataset_names(repo.odf), lambda: spark)
+    verdict = verify_dataset(repo.odf, name, repo.odf.names_by_id(), lambda: spark)
     assert (verdict.valid, verdict.replayed) == (True, 2), verdict.problems
 
 
@@ -173,7 +173,7 @@ def test_verify_replays_a_run_made_with_other_shuffle_partitions(
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
     try:
-        ids = dataset_names(repo.odf)
+        ids = repo.odf.names_by_id()
         verdicts = [
             verify_dataset(repo.odf, n, ids, lambda: spark)
             for n in ("org.example.joined", "org.example.summed")

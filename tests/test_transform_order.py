@@ -15,7 +15,7 @@ from transform_repo import PRICES, derivative, make_repo, run
 
 from reconciler.apply.run import Status
 from reconciler.engine.stored_rows import MOST_SCANS, rows_in_one_partition
-from reconciler.inspection.verify import dataset_names, verify_dataset
+from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import models
 from reconciler.odf.arrow_schema import encode_arrow_schema
 from reconciler.transform.one_task import session_conf
@@ -135,7 +135,7 @@ def test_a_floating_point_aggregate_is_the_same_however_spark_partitions_it(
         # A filter keeps its input's order.
         (kept,) = slices(repo.odf.dataset("org.example.big"))
         assert kept.column("price").to_pylist() == [r[4] for r in stored if r[4] > 1]
-        ids = dataset_names(repo.odf)
+        ids = repo.odf.names_by_id()
         verdict = verify_dataset(repo.odf, "org.example.sums", ids, lambda: spark)
         assert (verdict.valid, verdict.replayed) == (True, 1), verdict.problems
     assert hashes[1:] == hashes[:1] * (len(PARTITIONINGS) - 1)

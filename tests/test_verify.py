@@ -21,7 +21,7 @@ from gitops_repo import GitOpsRepo, events, slices
 from pyspark.sql import SparkSession
 from transform_repo import STOCK, derivative, make_repo, run
 
-from reconciler.inspection.verify import dataset_names, verify_dataset
+from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import Timestamp, content_sweep, models
 from reconciler.odf.integrity import inspect_dataset
 from reconciler.odf.repository import Dataset
@@ -81,7 +81,7 @@ def test_fresh_results_are_valid_and_every_transform_replays(
             "3 datasets: 3 valid in N s",
         ],
     )
-    verdict = verify_dataset(repo.odf, SCALED, dataset_names(repo.odf), lambda: spark)
+    verdict = verify_dataset(repo.odf, SCALED, repo.odf.names_by_id(), lambda: spark)
     assert (verdict.valid, verdict.blocks, verdict.replayed) == (True, 8, 2)
 
 
@@ -244,7 +244,7 @@ def test_replay_catches_forged_records_that_integrity_cannot(
 
     falsify_last_run(ds, double_qty)
     assert cli(repo.root, "--integrity", SCALED)[0] == 0
-    verdict = verify_dataset(repo.odf, SCALED, dataset_names(repo.odf), lambda: spark)
+    verdict = verify_dataset(repo.odf, SCALED, repo.odf.names_by_id(), lambda: spark)
     forged = last_data_event(ds).new_data
     assert forged is not None
     assert [str(p) for p in verdict.problems] == [
@@ -257,7 +257,7 @@ def test_replay_catches_a_forged_watermark(repo: GitOpsRepo, spark: SparkSession
     ds = repo.odf.dataset(SCALED)
     later = Timestamp.parse("2020-01-05T00:00:00Z")
     falsify_last_run(ds, lambda t: t, lambda e: later)
-    verdict = verify_dataset(repo.odf, SCALED, dataset_names(repo.odf), lambda: spark)
+    verdict = verify_dataset(repo.odf, SCALED, repo.odf.names_by_id(), lambda: spark)
     assert [str(p) for p in verdict.problems] == [
         f"block #7: replay of ExecuteTransform {ds.head()} does not reproduce it: "
         "watermark 2020-01-05T00:00:00Z in the block, 2020-01-02T00:00:00Z in the replay"

@@ -11,8 +11,6 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated
 
 import typer
 
@@ -21,7 +19,6 @@ from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
 from ..odf.lock import RepositoryLockedError
 from ..plan.model import Action, Plan
-from ..planning.compose import PlanRequest
 from . import interrupt, loop
 from . import plan as plan_command
 from .common import (
@@ -29,72 +26,13 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     JavaNotFound,
-    OutputFormat,
     Session,
     fail,
     usage_error,
 )
+from .options import OutputFormat, RunOptions
 from .progress import Finished, LineView, LiveView, summary
 from .results import RunResult, any_failed, applied
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """The options ``reconcile``, ``reconcile apply`` and ``reconcile plan`` share."""
-
-    plan_only: bool = False
-    output_format: OutputFormat = OutputFormat.TEXT
-    out: Path | None = None
-    detailed_exitcode: bool = False
-    base: str | None = None
-    prune: bool = False
-    select: list[str] | None = None
-    yes: bool = False
-    commit: bool = False
-    push: bool = False
-    push_retries: int = loop.DEFAULT_PUSH_RETRIES
-    saved_plan: Path | None = None
-
-    def given(self) -> list[str]:
-        """The options set to other than their defaults, as spelt on the command line."""
-        default = RunOptions()
-        return [
-            flag for name, flag in _FLAGS.items() if getattr(self, name) != getattr(default, name)
-        ]
-
-    @property
-    def request(self) -> PlanRequest:
-        return PlanRequest(base_ref=self.base, prune=self.prune)
-
-
-_FLAGS = {
-    "plan_only": "--plan",
-    "output_format": "--format",
-    "out": "--out",
-    "detailed_exitcode": "--detailed-exitcode",
-    "base": "--base",
-    "prune": "--prune",
-    "select": "--select",
-    "yes": "--yes",
-    "commit": "--commit",
-    "push": "--push",
-    "push_retries": "--push-retries",
-    "saved_plan": "--apply",
-}
-
-
-SavedPlanArgument = Annotated[
-    Path | None,
-    typer.Argument(
-        metavar="PLAN",
-        help="A saved plan (plan --format json --out FILE) to apply exactly; refused, "
-        "naming every difference, when anything it was made from moved.",
-    ),
-]
-SavedPlanOption = Annotated[
-    Path | None,
-    typer.Option("--apply", metavar="PLAN", help="Apply this saved plan exactly (= apply PLAN)."),
-]
 
 
 class _Stop(BaseException):
@@ -102,17 +40,7 @@ class _Stop(BaseException):
 
 
 def run(session: Session, options: RunOptions) -> None:
-    """Plan, then apply unless ``--plan``."""
-    _check_combination(options)
-    if options.plan_only:
-        plan_command.run(
-            session,
-            options.request,
-            options.output_format,
-            options.out,
-            options.detailed_exitcode,
-            options.select,
-        )
+    """Plan, then apply (a plan alone is ``commands.plan``)."""
     if options.output_format is OutputFormat.MARKDOWN:
         raise usage_error("--format markdown is for plans: add --plan, or use text or json")
     as_json = options.output_format is OutputFormat.JSON
@@ -135,20 +63,6 @@ def run(session: Session, options: RunOptions) -> None:
     _finish(session, attempt.result, attempt.finished, attempt.code, as_json)
 
 
-def _check_combination(options: RunOptions) -> None:
-    """The git loop's options and a saved plan make sense only in an apply, as given."""
-    loop = [flag for flag in ("--commit", "--push", "--apply") if flag in options.given()]
-    if options.plan_only and loop:
-        raise usage_error(f"{loop[0]} applies: it cannot go with --plan")
-    if options.push and not options.commit:
-        raise usage_error("--push pushes the commit of --commit: add --commit")
-    if options.saved_plan is not None and (options.base or options.prune or options.select):
-        raise usage_error(
-            "a saved plan keeps the --base, --prune and --select it was made with: "
-            "plan again to change them"
-        )
-
-
 @dataclass(frozen=True)
 class _Made:
     """A plan ready to apply, and the hash its commit trailer names."""
@@ -160,7 +74,7 @@ class _Made:
 def _make(session: Session, options: RunOptions) -> _Made:
     """The plan of this run: made now, or the saved one checked against the repository."""
     if options.saved_plan is None:
-        planned = plan_command.make(session, options.request, options.select)
+        planned = plan_command.make(session, plan_command.request_of(options), options.select)
         return _Made(planned, plan_command.digest(planned.shown))
     return _Made(*plan_command.replay(session, options.saved_plan))
 

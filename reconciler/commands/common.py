@@ -1,4 +1,8 @@
-"""What every command shares: the session, options, exit codes and the engine's start.
+"""What every command shares: the session, exit codes, errors and the engine's start.
+
+The command line is assembled from this module and ``options`` alone, so neither imports
+anything heavy at module level: the protocol models, pyarrow and the engine are loaded
+by the command that needs them, and ``reconcile --help`` needs none.
 
 Exit codes are part of the interface CI scripts depend on:
 
@@ -12,7 +16,6 @@ Exit codes are part of the interface CI scripts depend on:
 
 from __future__ import annotations
 
-import enum
 import os
 import sys
 import time
@@ -20,8 +23,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer._click.core import Context
@@ -31,14 +33,15 @@ from typer.core import TyperGroup
 
 from ..config import RepoConfig
 from ..engine.errors import describe
-from ..ingest.pull import IngestContext
-from ..odf import Timestamp
-from ..odf.repository import Dataset, DatasetPathError, OdfRepository
 from ..plan.selection import Graph, SelectionError, parse_selectors, select
 from . import interrupt
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from ..ingest.pull import IngestContext
+    from ..odf.repository import Dataset, OdfRepository
+    from ..odf.timestamps import Timestamp
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -50,72 +53,6 @@ JAVA_MISSING = (
     "Java was not found: install a Java 17 runtime "
     "(apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
 )
-
-
-class OutputFormat(enum.StrEnum):
-    TEXT = "text"
-    MARKDOWN = "markdown"
-    JSON = "json"
-
-
-PlanFlag = Annotated[
-    bool, typer.Option("--plan", help="Only show what would change; write nothing (= plan).")
-]
-FormatOption = Annotated[
-    OutputFormat,
-    typer.Option(
-        "--format",
-        help="text; markdown (a pull-request comment, plans only); json (the plan, or "
-        "after an apply its result: reconciler/schemas/run-result.json).",
-    ),
-]
-OutOption = Annotated[Path | None, typer.Option("--out", help="Write the plan to this file.")]
-DetailedExitcodeOption = Annotated[
-    bool,
-    typer.Option(
-        "--detailed-exitcode",
-        help="With a plan: exit 0 when nothing changes, 2 on changes, 1 on errors.",
-    ),
-]
-BaseOption = Annotated[
-    str | None,
-    typer.Option("--base", help="Git ref to compare manifests with (the PR's base)."),
-]
-PruneOption = Annotated[
-    bool, typer.Option("--prune", help="Plan deletion of chains with no manifest.")
-]
-SystemTimeOption = Annotated[
-    str | None, typer.Option("--system-time", help="RFC 3339 system time for blocks written.")
-]
-FetchUncacheableOption = Annotated[
-    bool,
-    typer.Option(
-        "--fetch-uncacheable", help="Fetch sources that give no ETag or Last-Modified again."
-    ),
-]
-LockTimeoutOption = Annotated[
-    float | None,
-    typer.Option(
-        "--lock-timeout",
-        help="Seconds to wait for another run's lock on odf/ (default 0: refuse at once).",
-    ),
-]
-YesOption = Annotated[
-    bool,
-    typer.Option(
-        "--yes", "-y", help="Apply without asking (it asks only when stdin is a terminal)."
-    ),
-]
-SelectOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--select",
-        "-s",
-        metavar="SELECTOR",
-        help="Only these datasets: NAME, NAME+ (and downstream), +NAME (and upstream), "
-        "+NAME+; several (space- or comma-separated, or repeated) select their union.",
-    ),
-]
 
 
 class JavaNotFound(BaseException):
@@ -214,6 +151,8 @@ class Session:
         self.fetch_uncacheable = self.fetch_uncacheable or fetch_uncacheable
 
     def ingest_context(self, progress: Callable[[str], None] = lambda _: None) -> IngestContext:
+        from ..ingest.pull import IngestContext
+
         return IngestContext(
             spark=self.spark,
             base_dir=self.config.root,
@@ -238,6 +177,8 @@ def usage_error(message: str) -> UsageError:
 
 
 def parse_time(text: str) -> Timestamp:
+    from ..odf.timestamps import Timestamp
+
     try:
         return Timestamp.parse(text)
     except ValueError as e:
@@ -269,6 +210,8 @@ def not_a_repository(config: RepoConfig) -> typer.Exit:
 
 def existing(session: Session, name: str) -> Dataset:
     """The chain of ``name``, or exit 1 when there is none or the name is not valid."""
+    from ..odf.repository import DatasetPathError
+
     try:
         dataset = session.odf.dataset(name)
     except DatasetPathError as e:

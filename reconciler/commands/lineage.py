@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import enum
 import sys
 
 import typer
 
 from ..lineage.graph import lineage_graph, render_lineage
 from .common import Session
-
-
-class LineageFormat(enum.StrEnum):
-    TEXT = "text"
-    MERMAID = "mermaid"
-    DOT = "dot"
+from .options import LineageFormat
 
 
 def run(session: Session, output_format: LineageFormat) -> None:

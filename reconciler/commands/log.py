@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import enum
 import sys
 
 from ..inspection import log as log_view
-from ..inspection.verify import dataset_names
 from ..odf import models
 from ..odf.repository import RepositoryError
 from .common import Session, existing, fail
-
-
-class LogFormat(enum.StrEnum):
-    TEXT = "text"
-    YAML = "yaml"
-    JSON = "json"
-
+from .options import LogFormat
 
 _RENDERERS = {
     LogFormat.TEXT: log_view.render_text,
@@ -41,7 +33,7 @@ def run(session: Session, name: str, output_format: LogFormat, limit: int | None
         isinstance(block.event, models.SetTransform | models.ExecuteTransform)
         for _, block in entries
     )
-    ids = dataset_names(session.odf) if reads_inputs else {}
+    ids = session.odf.names_by_id() if reads_inputs else {}
     names = {str(i): name for i, name in ids.items()}
     sys.stdout.write(_RENDERERS[output_format](entries, names))
     if output_format is LogFormat.JSON:

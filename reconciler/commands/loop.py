@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
 
 import typer
 
@@ -26,33 +25,6 @@ from ..gitloop.worktree import RefusedError, Worktree
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, Session, fail
 from .progress import Finished
 from .results import RunResult
-
-DEFAULT_PUSH_RETRIES = 3
-
-CommitOption = Annotated[
-    bool,
-    typer.Option(
-        "--commit",
-        help="Commit the ODF folder after the apply (the datasets that succeeded, even when "
-        "others failed), with a message saying what moved; refused on a dirty odf/.",
-    ),
-]
-PushOption = Annotated[
-    bool,
-    typer.Option(
-        "--push",
-        help="Push the commit to the branch's upstream (else origin); when the remote "
-        "moved, reconcile again from its tip.",
-    ),
-]
-PushRetriesOption = Annotated[
-    int,
-    typer.Option(
-        "--push-retries",
-        min=0,
-        help="How many times to reconcile again after a rejected push (default 3).",
-    ),
-]
 
 
 @dataclass

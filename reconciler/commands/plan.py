@@ -28,7 +28,8 @@ from ..plan.render_text import render_text
 from ..plan.selection import plan_graph, restrict
 from ..planning.compose import PlanRequest, make_plan
 from ..wording import count
-from .common import OutputFormat, Session, fail, selection
+from .common import Session, fail, selection
+from .options import OutputFormat, RunOptions
 
 
 class _QueryCounter:
@@ -116,15 +117,12 @@ def emit(text: str, out: Path | None) -> None:
         out.write_text(text, encoding="utf-8")
 
 
-def run(
-    session: Session,
-    request: PlanRequest,
-    output_format: OutputFormat,
-    out: Path | None,
-    detailed_exitcode: bool,
-    select: list[str] | None,
-) -> None:
-    """Show the plan; exit 1 on errors, 2 on changes with ``detailed_exitcode``."""
-    shown = make(session, request, select).shown
-    emit(render(shown, output_format, out is None), out)
-    raise typer.Exit(shown.exit_code(detailed_exitcode))
+def request_of(options: RunOptions) -> PlanRequest:
+    return PlanRequest(base_ref=options.base, prune=options.prune)
+
+
+def run(session: Session, options: RunOptions) -> None:
+    """Show the plan; exit 1 on errors, 2 on changes with ``--detailed-exitcode``."""
+    shown = make(session, request_of(options), options.select).shown
+    emit(render(shown, options.output_format, options.out is None), options.out)
+    raise typer.Exit(shown.exit_code(options.detailed_exitcode))

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..plan.load_json import plan_from_dict
 from . import plan as plan_command
-from .common import OutputFormat, fail
+from .common import fail
+from .options import OutputFormat
 
 
 def run(file: Path, output_format: OutputFormat, out: Path | None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import sys
 from pathlib import Path
 
@@ -12,13 +11,7 @@ from ..engine.session import EngineUnavailableError
 from ..inspection.sql import TABLE_LIMIT, SqlError, render, run_sql, save
 from ..lineage.graph import lineage_graph
 from .common import JavaNotFound, Session, fail, selection
-
-
-class SqlFormat(enum.StrEnum):
-    TABLE = "table"
-    CSV = "csv"
-    JSON = "json"
-    PARQUET = "parquet"
+from .options import SqlFormat
 
 
 def run(

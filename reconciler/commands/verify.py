@@ -10,7 +10,7 @@ from collections.abc import Callable
 import typer
 
 from ..gitloop.gitops import GitError
-from ..inspection.verify import Verdict, changes_since, dataset_names, verify_change, verify_dataset
+from ..inspection.verify import Verdict, changes_since, verify_change, verify_dataset
 from ..lineage.graph import lineage_graph
 from ..wording import count
 from .common import (
@@ -18,7 +18,6 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     JavaNotFound,
-    OutputFormat,
     Session,
     duration,
     existing,
@@ -26,6 +25,7 @@ from .common import (
     selection,
     usage_error,
 )
+from .options import OutputFormat
 from .results import RunResult, verified
 
 
@@ -61,7 +61,7 @@ def run(
         check = lambda name: verify_change(repo, name, changes[name])  # noqa: E731
     else:
         spark = None if integrity else session.spark
-        ids = {} if integrity else dataset_names(repo)  # only a replay resolves inputs
+        ids = {} if integrity else repo.names_by_id()  # only a replay resolves inputs
         checked = chosen
         check = lambda name: verify_dataset(repo, name, ids, spark, session.config.work_dir)  # noqa: E731
     result = RunResult("verify")

@@ -31,7 +31,7 @@ from ..odf.chain import ChainState
 from ..odf.integrity import Change, IntegrityProblem, inspect_change, inspect_dataset
 from ..odf.models import MetadataBlock
 from ..odf.multiformat import DatasetId, Multihash
-from ..odf.repository import Dataset, OdfRepository, RepositoryError
+from ..odf.repository import Dataset, OdfRepository
 from ..writer.scratch import scratch_dir
 
 if TYPE_CHECKING:
@@ -51,19 +51,6 @@ class Verdict:
     @property
     def valid(self) -> bool:
         return not any(p.fatal for p in self.problems)
-
-
-def dataset_names(repo: OdfRepository) -> dict[DatasetId, str]:
-    """Every dataset's id and name, for resolving a transform's inputs."""
-    names: dict[DatasetId, str] = {}
-    for name in repo.names():
-        try:
-            state = repo.dataset(name).projection()
-        except (RepositoryError, ValueError):
-            continue  # its own verification reports it
-        if state.dataset_id is not None:
-            names[state.dataset_id] = name
-    return names
 
 
 def verify_dataset(

@@ -42,7 +42,7 @@ from .data_step import DataBlock
 from .hashing import block_hash, names_digest, physical_hash, read_whole
 from .lock import repository_lock
 from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
-from .multiformat import Multihash
+from .multiformat import DatasetId, Multihash
 from .names import name_problem
 from .store import DataStore, LocalStore, MissingObjectError, folder_of
 from .store_move import FolderUntilMoved
@@ -627,6 +627,19 @@ class OdfRepository:
     def names(self) -> list[str]:
         """Names of the datasets that have a head, sorted; ``strays`` are left out."""
         return sorted(name for name, stray in self._chains() if stray is None)
+
+    def names_by_id(self) -> dict[DatasetId, str]:
+        """Every readable dataset's id and name, to name a transform's inputs (a chain
+        that cannot be read is left out: its own verification reports it)."""
+        names: dict[DatasetId, str] = {}
+        for name in self.names():
+            try:
+                state = self.dataset(name).projection()
+            except (RepositoryError, ValueError):
+                continue
+            if state.dataset_id is not None:
+                names[state.dataset_id] = name
+        return names
 
     def strays(self) -> list[DatasetPathError]:
         """Entries of the root that hold a chain, or are links, but are no dataset's
