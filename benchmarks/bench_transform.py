@@ -57,7 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import reconciler.apply.run
 import reconciler.transform.execute
 import reconciler.transform.run
-from reconciler.apply.run import Outcome, apply_plan
+from reconciler.apply.outcome import Outcome
+from reconciler.apply.run import apply_plan
 from reconciler.config import RepoConfig
 from reconciler.engine.session import SparkSettings, get_spark
 from reconciler.ingest.pull import IngestContext

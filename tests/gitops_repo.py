@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 from conftest_spark import TEST_SETTINGS
 
 from reconciler.apply.metadata import apply_dataset, delete_dataset
-from reconciler.apply.run import Outcome, apply_plan
+from reconciler.apply.outcome import Outcome
+from reconciler.apply.run import apply_plan
 from reconciler.config import RepoConfig
 from reconciler.engine.session import get_spark
 from reconciler.ingest.pull import IngestContext

@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from reconciler.apply.run import Status, apply_plan
+from reconciler.apply.outcome import Status
+from reconciler.apply.run import apply_plan
 from reconciler.cli import app
 from reconciler.config import ConfigError, RepoConfig
 from reconciler.ingest.fetch import Fetched, SourceOutsideError, UpToDate, fetch

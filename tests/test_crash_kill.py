@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 from gitops_repo import GitOpsRepo, events, manifest, reconcile, rows, slices
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.odf import Timestamp, models
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.lock import read_holder

@@ -30,7 +30,7 @@ from gitops_repo import (
     slices,
 )
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.odf import Timestamp, models
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.repository import Dataset

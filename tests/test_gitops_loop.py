@@ -19,7 +19,7 @@ import git
 from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from test_cli_apply import run
 
-from reconciler.apply.run import Outcome, Status
+from reconciler.apply.outcome import Outcome, Status
 from reconciler.gitloop.message import DatasetRun, Trailers, commit_message, referenced_secrets
 
 A = "org.example.a"

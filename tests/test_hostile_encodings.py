@@ -15,7 +15,7 @@ import pytest
 from gitops_repo import GitOpsRepo, events, manifest, reconcile
 from hostile import GOOD_MANIFEST, GOOD_NAME, Hostile, assert_refused
 
-from reconciler.apply.run import Outcome, Status
+from reconciler.apply.outcome import Outcome, Status
 from reconciler.odf import models
 from reconciler.odf.safe_yaml import MAX_BYTES, MAX_DEPTH
 

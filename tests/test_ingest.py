@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from gitops_repo import T1, GitOpsRepo, events, manifest, reconcile, root_events, rows, slices
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.odf import Timestamp, models
 from reconciler.odf.arrow_schema import decode_arrow_schema
 from reconciler.odf.integrity import check_integrity

@@ -17,7 +17,7 @@ from gitops_repo import reconcile, rows, slices
 from pyspark.sql import SparkSession
 from workflow_lint import check_jsonschema, run_scripts, shellcheck
 
-from reconciler.apply.run import Outcome, Status
+from reconciler.apply.outcome import Outcome, Status
 from reconciler.config import RepoConfig
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.repository import OdfRepository

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from gitops_repo import GitOpsRepo, events, manifest, reconcile, root_events
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.odf import models
 
 pytestmark = pytest.mark.usefixtures("spark")

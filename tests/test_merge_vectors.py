@@ -26,7 +26,7 @@ from conftest import load_vectors
 from gitops_repo import GitOpsRepo, events, manifest, reconcile, rows, slices
 from pyspark.sql import SparkSession
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.ingest.checkpoints import project
 from reconciler.odf import Timestamp, models
 from reconciler.odf.integrity import check_integrity

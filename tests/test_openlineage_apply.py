@@ -25,7 +25,8 @@ from openlineage_backend import Backend, isolated_home, serve, validate
 from test_cli_conventions import normal
 from typer.testing import CliRunner
 
-from reconciler.apply.run import Outcome, Status, apply_plan
+from reconciler.apply.outcome import Outcome, Status
+from reconciler.apply.run import apply_plan
 from reconciler.cli import app
 from reconciler.config import RepoConfig
 from reconciler.ingest.pull import IngestContext

@@ -23,7 +23,7 @@ from gitops_repo import (
 )
 from pyspark.sql import SparkSession
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import Timestamp, models
 from reconciler.odf.json_schemas import validator

@@ -26,7 +26,7 @@ from gitops_repo import (
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.cli import app
 from reconciler.engine.session import get_spark
 from reconciler.inspection.verify import verify_dataset

@@ -21,7 +21,7 @@ import pytest
 from gitops_repo import GitOpsRepo, manifest, reconcile, root_events
 from typer.testing import CliRunner, Result
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.cli import app
 from reconciler.odf import Timestamp
 

@@ -9,7 +9,7 @@ import pytest
 from gitops_repo import T1, events, reconcile, rows, slices
 from transform_repo import JOIN_QUERY, PRICES, STOCK, derivative, make_repo, run, ts
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.odf import models
 from reconciler.odf.arrow_schema import decode_arrow_schema
 from reconciler.odf.integrity import check_integrity

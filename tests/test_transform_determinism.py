@@ -18,7 +18,7 @@ from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from pyspark.sql import SparkSession
 from transform_repo import VOCAB, derivative, run
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.inspection.verify import verify_dataset
 from reconciler.transform.one_task import ONE_TASK_CONF, one_task, session_conf
 

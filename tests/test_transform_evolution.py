@@ -10,7 +10,7 @@ from gitops_repo import GitOpsRepo, events, manifest, rows, slices
 from pyspark.sql import SparkSession
 from transform_repo import PRICES, STOCK, VOCAB, derivative, make_repo, run, ts
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import models
 

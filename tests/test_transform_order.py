@@ -13,7 +13,7 @@ from gitops_repo import events, rows, slices
 from pyspark.sql import SparkSession
 from transform_repo import PRICES, derivative, make_repo, run
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.engine.stored_rows import MOST_SCANS, rows_in_one_partition
 from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import models

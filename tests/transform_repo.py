@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gitops_repo import GitOpsRepo, derivative_events, manifest, reconcile, root_events
 
-from reconciler.apply.run import Status
+from reconciler.apply.outcome import Status
 from reconciler.odf import Timestamp
 
 STOCK = "org.example.stock"

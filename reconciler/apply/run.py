@@ -21,7 +21,6 @@ once with ``RepositoryLockedError`` naming the holder).
 
 from __future__ import annotations
 
-import enum
 import functools
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -41,30 +40,8 @@ from ..plan.model import Action, DatasetPlan, Plan
 from ..transform.run import run_derivative
 from ..writer.commit import all_or_nothing
 from .metadata import MetadataResult, append_planned, apply_dataset, delete_dataset
+from .outcome import Outcome, Status
 from .recreate import recreating
-
-
-class Status(enum.StrEnum):
-    UPDATED = "updated"
-    UP_TO_DATE = "up-to-date"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    DELETED = "deleted"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What happened to one dataset in this run."""
-
-    dataset: str
-    status: Status
-    metadata_blocks: int = 0
-    data_blocks: int = 0
-    rows: int = 0
-    message: str = ""
-    moved: int = 0
-    """Files moved from the dataset folder into the data store (``odf/store_move.py``)."""
-
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import typer
 
-from ..apply.run import Outcome, apply_plan
+from ..apply.outcome import Outcome
+from ..apply.run import apply_plan
 from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
 from ..odf.lock import RepositoryLockedError

@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from ..apply.run import Outcome, Status
+from ..apply.outcome import Outcome, Status
 from ..wording import count
 from .common import duration
 

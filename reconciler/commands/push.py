@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from ..apply.run import Outcome, Status
+from ..apply.outcome import Outcome, Status
 from ..engine.errors import describe
 from ..ingest.pull import push_file
 from ..odf.lock import RepositoryLockedError

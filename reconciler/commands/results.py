@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..apply.run import Status
+from ..apply.outcome import Status
 from ..inspection.verify import Verdict
 from .progress import Finished
 

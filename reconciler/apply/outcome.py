@@ -1,0 +1,32 @@
+"""What an apply reports for each dataset: its status and what it wrote.
+
+Apart from ``run`` so that the commands that only read these (``verify``'s results,
+the progress view, the git loop's commit message) do not load the ingest engine.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Status(enum.StrEnum):
+    UPDATED = "updated"
+    UP_TO_DATE = "up-to-date"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one dataset in this run."""
+
+    dataset: str
+    status: Status
+    metadata_blocks: int = 0
+    data_blocks: int = 0
+    rows: int = 0
+    message: str = ""
+    moved: int = 0
+    """Files moved from the dataset folder into the data store (``odf/store_move.py``)."""
