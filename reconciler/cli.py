@@ -141,9 +141,10 @@ def _plan_or_apply(session: Session, options: RunOptions) -> None:
         from .commands import plan as plan_command
 
         plan_command.run(session, options)
-    from .commands import apply as apply_command
+    else:
+        from .commands import apply as apply_command
 
-    apply_command.run(session, options)
+        apply_command.run(session, options)
 
 
 @app.command()
