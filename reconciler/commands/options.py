@@ -1,9 +1,9 @@
 """The command line's options and choices, shared by the commands that take them.
 
 Kept apart from the commands' bodies, with no import beyond typer and ``common``'s
-usage error, so that the command line can be assembled, and ``--help``, ``--version`` and a usage error answered,
-without loading the engine, the protocol models or pyarrow: each command's body is
-imported only when that command runs (``cli``).
+usage error, so that the command line can be assembled, and ``--help``, ``--version``
+and a usage error answered, without loading the engine, the protocol models or pyarrow:
+each command's body is imported only when that command runs (``cli``).
 """
 
 from __future__ import annotations

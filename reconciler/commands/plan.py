@@ -118,6 +118,7 @@ def emit(text: str, out: Path | None) -> None:
 
 
 def request_of(options: RunOptions) -> PlanRequest:
+    """What the plan is made from among the options: an apply plans with the same."""
     return PlanRequest(base_ref=options.base, prune=options.prune)
 
 
