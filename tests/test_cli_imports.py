@@ -70,3 +70,38 @@ def test_a_command_that_starts_no_engine_loads_neither_spark_nor_openlineage(
     repo: GitOpsRepo, args: list[str], expected: str
 ) -> None:
     assert loaded(repo.root, *args) == expected
+
+
+LINEAGE_PROBE = """
+import sys
+from pathlib import Path
+from reconciler.lineage.openlineage_events import Lineage
+lineage = Lineage.from_environment(Path.cwd(), {env!r})
+print(lineage.enabled, "openlineage" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "False False"),
+        ({"OPENLINEAGE_DISABLED": "true", "OPENLINEAGE_URL": "http://127.0.0.1:9"}, "False False"),
+        ({"OPENLINEAGE_URL": "http://127.0.0.1:9"}, "True True"),
+        ({"OPENLINEAGE__TRANSPORT__TYPE": "console"}, "True True"),
+    ],
+    ids=["nothing", "disabled", "url", "variables"],
+)
+def test_the_openlineage_client_is_imported_only_when_lineage_is_configured(
+    tmp_path: Path, env: dict[str, str], expected: str
+) -> None:
+    """An apply without lineage configured pays nothing for it (about half a second)."""
+    env = {"HOME": str(tmp_path), **env}  # no ~/.openlineage/openlineage.yml
+    result = subprocess.run(
+        [sys.executable, "-c", LINEAGE_PROBE.format(env=env)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert result.stdout.splitlines()[-1] == expected

@@ -81,7 +81,7 @@ def apply_plan(
     ``selected`` limits the run to those datasets (``--select``); the others are left
     as they are, and their existing data is still read by selected readers.
     """
-    lineage = lineage if lineage is not None else Lineage.disabled(repo.root)
+    lineage = lineage if lineage is not None else Lineage.disabled()
     describer = RunDescriber(repo)
     ids: dict[str, str] = {d.name: d.dataset_id for d in plan.datasets if d.dataset_id}
     failed: set[str] = set()
