@@ -11,7 +11,6 @@ import typer
 
 from ..gitloop.gitops import GitError
 from ..inspection.verify import Verdict, changes_since, verify_change, verify_dataset
-from ..lineage.graph import lineage_graph
 from ..wording import count
 from .common import (
     EXIT_FAILED,
@@ -48,6 +47,8 @@ def run(
     for name in chosen:
         existing(session, name)
     if select:  # the lineage graph costs a read of every manifest: only when asked
+        from ..lineage.graph import lineage_graph  # and its modules a quarter of a second
+
         graph = {n: node.inputs for n, node in lineage_graph(session.config).nodes.items()}
         picked = selection(graph, select) or frozenset()
         chosen = [n for n in chosen if n in picked]
