@@ -2,12 +2,11 @@
 
 Why: after roots, a scheduled reconcile spends its time running derivative queries. The
 question is what an ODF transform (reading the input's new slice in offset order, in one
-partition or, for a map or a filter, in partitions in that order, running the query,
-putting its output in a deterministic order, having a Spark task write it as one Parquet
-slice with its system columns, hashing it physically and logically as it writes, writing
-the watermark checkpoint and appending blocks) costs on top of the cheapest Spark job
-that runs the same SQL, over a view of the root's Parquet data file, written with
-``df.write.parquet`` in the same session.
+partition, running the query, putting its output in a deterministic order, having a
+Spark task write it as one Parquet slice with its system columns, hashing it physically
+and logically as it writes, writing the watermark checkpoint and appending blocks) costs
+on top of the cheapest Spark job that runs the same SQL, over a view of the root's
+Parquet data file, written with ``df.write.parquet`` in the same session.
 
 Setup (timed, but not a result): a GitOps repository in a temporary folder with one root
 dataset of N readings (event_time, station: 100 values, temperature), ingested from one
@@ -200,7 +199,6 @@ class Probe:
             self.wrap(execute, "_input_frame", "input_frame"),
             self.wrap(execute, "apply_transform", "analyse"),
             self.wrap(execute, "write_frame", "write_slice"),
-            self.wrap(execute, "_write_in_partitions", "write_slice"),
             self.wrap(execute, "_write_checkpoint", "checkpoint"),
         ]
         try:
@@ -392,12 +390,11 @@ def main() -> None:
         print()
         print(
             "transform = run_derivative as apply calls it: find the new input slice in the "
-            "chains,\n  read it in offset order in one partition (a map or a filter: in "
-            "partitions in\n  that order, each handing its rows to Python), run the query (and "
-            "sort its output\n  when the query leaves the order open, e.g. an aggregation), a "
-            "Spark task writes the\n  Parquet slice with its system columns and hashes it as it "
-            "writes (physical +\n  logical), writes the checkpoint, moves files, appends the "
-            "ExecuteTransform\n  (+ SetDataSchema) blocks; best of 2."
+            "chains,\n  read it in offset order in one partition, run the query (and sort its "
+            "output when\n  the query leaves the order open, e.g. an aggregation), a Spark task "
+            "writes the Parquet\n  slice with its system columns and hashes it as it "
+            "writes (physical + logical),\n  writes the checkpoint, moves files, appends the "
+            "ExecuteTransform (+ SetDataSchema)\n  blocks; best of 2."
         )
         print(
             "baseline  = spark.sql(query) over a view of the root's Parquet file, "
@@ -499,7 +496,7 @@ PARTS: list[tuple[str, Callable[[Probe, str], float]]] = [
     ("build input frame (lazy)", _part("input_frame")),
     ("analyse + sandbox query", _part("analyse")),
     ("order the output, schema, other", _stage_rest),
-    ("Spark job(s): query, write + hash slice", _part("write_slice")),
+    ("Spark job: query, write + hash slice", _part("write_slice")),
     ("checkpoint (JSON)", _part("checkpoint")),
     ("commit: move files, append blocks", _part("commit")),
     ("other", _run_rest),

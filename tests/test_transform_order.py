@@ -5,13 +5,12 @@ a floating-point sum, whose value depends on the order of its additions."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from gitops_repo import events, rows, slices
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from transform_repo import PRICES, derivative, make_repo, run
 
 from reconciler.apply.outcome import Status
@@ -19,9 +18,7 @@ from reconciler.engine.stored_rows import MOST_SCANS, rows_in_one_partition
 from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import models
 from reconciler.odf.arrow_schema import encode_arrow_schema
-from reconciler.transform import execute
 from reconciler.transform.one_task import session_conf
-from reconciler.transform.ordering import in_input_order
 
 PARTITIONINGS: list[dict[str, str]] = [
     {},
@@ -142,84 +139,3 @@ def test_a_floating_point_aggregate_is_the_same_however_spark_partitions_it(
         verdict = verify_dataset(repo.odf, "org.example.sums", ids, lambda: spark)
         assert (verdict.valid, verdict.replayed) == (True, 1), verdict.problems
     assert hashes[1:] == hashes[:1] * (len(PARTITIONINGS) - 1)
-
-
-MAP_AND_FILTER = (
-    "SELECT day, id, price * 2 AS doubled, k FROM `org.example.prices`\n"
-    "LATERAL VIEW explode(array(1, 2)) AS k WHERE price > 1"
-)
-"""A map, a filter and a generator over one input: each output row made from one input
-row, in its order."""
-
-
-@pytest.mark.parametrize("conf", PARTITIONINGS)
-def test_a_map_or_filter_of_enough_input_runs_in_partitions_and_writes_the_same_file(
-    tmp_path: Path, spark: SparkSession, conf: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """From ``PARTITIONS_FROM_BYTES`` of input (here 0, or never), a map or a filter reads
-    its input in partitions, and the file is the one the one-task path writes."""
-    real = execute.write_in_order
-    partitions: list[int] = []
-
-    def counted(frame: DataFrame, *args: Any) -> Any:
-        partitions.append(frame.rdd.getNumPartitions())
-        return real(frame, *args)
-
-    monkeypatch.setattr(execute, "write_in_order", counted)
-    written = []
-    for threshold in (1 << 62, 0):
-        monkeypatch.setattr(execute, "PARTITIONS_FROM_BYTES", threshold)
-        with session_conf(spark, conf):
-            repo = make_repo(tmp_path / str(threshold))
-            for k, part in enumerate((VALUES[:1_800], VALUES[1_800:]), start=1):
-                csv = "day,id,price\n" + price_rows(part, 0 if k == 1 else 1_800)
-                (repo.root / "prices" / f"{k}.csv").write_text(csv)
-                assert run(repo, f"2026-01-0{k}T00:00:00Z")[PRICES] == (Status.UPDATED, len(part))
-            derivative(repo, "org.example.kept", [PRICES], MAP_AND_FILTER)
-            derivative(repo, "org.example.none", [PRICES], MAP_AND_FILTER + " AND price > 1e300")
-            kept = 2 * sum(v > 1 for v in VALUES)
-            outcome = run(repo, "2026-01-03T00:00:00Z")
-            assert outcome["org.example.kept"] == (Status.UPDATED, kept)
-            assert outcome["org.example.none"] == (Status.UPDATED, 0)
-            assert slices(repo.odf.dataset("org.example.none")) == []  # no rows: no file
-        (execute_event,) = [
-            e
-            for e in events(repo.odf.dataset("org.example.kept"))
-            if isinstance(e, models.ExecuteTransform)
-        ]
-        assert execute_event.new_data is not None
-        written.append(execute_event.new_data)
-        (table,) = slices(repo.odf.dataset("org.example.kept"))
-        assert table.column("offset").to_pylist() == list(range(kept))
-        stored = [r for t in slices(repo.odf.dataset(PRICES)) for r in rows(t, "system_time")]
-        expected = [(r[3], r[4] * 2, k) for r in stored if r[4] > 1 for k in (1, 2)]
-        columns = [table.column(c).to_pylist() for c in ("id", "doubled", "k")]
-        assert list(zip(*columns, strict=True)) == expected
-    assert len(partitions) == 2  # the second run's two derivatives only
-    if "spark.sql.files.maxPartitionBytes" in conf:
-        assert min(partitions) > 4
-    else:
-        assert partitions == [2, 2]
-    assert written[1] == written[0]  # the same offsets, physical and logical hashes, size
-
-
-@pytest.mark.parametrize(
-    ("query", "in_order"),
-    [
-        ("SELECT offset, x * 2 AS y FROM t WHERE x > 1", True),
-        ("SELECT x, k FROM t LATERAL VIEW explode(array(1, 2)) AS k", True),
-        ("SELECT * FROM t LIMIT 5", False),
-        ("SELECT sum(x) AS s FROM t", False),
-        ("SELECT x, rand() AS r FROM t", False),
-        ("SELECT * FROM t WHERE x > (SELECT avg(x) FROM t)", False),
-        ("SELECT * FROM t ORDER BY x", False),
-        ("SELECT * FROM t UNION ALL SELECT * FROM t", False),
-        ("SELECT *, row_number() OVER (ORDER BY x) AS n FROM t", False),
-    ],
-)
-def test_only_a_map_or_filter_of_one_input_reads_it_in_partitions(
-    tmp_path: Path, spark: SparkSession, query: str, in_order: bool
-) -> None:
-    files, schema = slice_files(tmp_path, [100, 300])
-    rows_in_one_partition(spark, schema, files, "offset").createOrReplaceTempView("t")
-    assert in_input_order(spark.sql(query)) is in_order

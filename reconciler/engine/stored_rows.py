@@ -66,38 +66,19 @@ def rows_in_one_partition(
     settings that keep each of its steps in this one partition and make each join a
     sort-merge join (``transform.one_task``).
 
-    ``rows_in_order``'s partitions, concatenated by ``coalesce(1)``, which keeps their
-    order: no shuffle.
-    """
-    return rows_in_order(spark, data_schema, files, offset_column, interval).coalesce(1)
-
-
-def rows_in_order(
-    spark: SparkSession,
-    data_schema: bytes,
-    files: Sequence[Path],
-    offset_column: str,
-    interval: tuple[int, int] | None = None,
-) -> DataFrame:
-    """``stored_rows``' rows in partitions that, concatenated in their order, are in
-    offset order, mostly without sorting: what a map or a filter reads in parallel
-    (``transform.ordering.in_input_order``), its output then written from the
-    partitions in that order.
-
     Each slice is written in offset order, and slices follow each other in the chain,
-    so the files are read each as its own scan and concatenated in chain order by a
-    union (whose partitions are its children's, in order): no sort and no shuffle.
-    This relies on a scan of one file listing its splits in file order, as Spark does
-    (a stable sort of the splits by size, all equal but the last);
-    ``tests/test_transform_order.py`` holds it to that for any split size. Beyond
-    ``MOST_SCANS`` files, the rows are sorted (a global sort's partitions are ranges of
-    offsets, in order).
+    so the files are read each as its own scan, concatenated in chain order by a
+    union (whose partitions are its children's, in order) and then by ``coalesce(1)``
+    (likewise): no sort and no shuffle. This relies on a scan of one file listing its
+    splits in file order, as Spark does (a stable sort of the splits by size, all
+    equal but the last); ``tests/test_transform_order.py`` holds it to that for any
+    split size. Beyond ``MOST_SCANS`` files, the rows are sorted first.
     """
     if not files or len(files) > MOST_SCANS:
-        return stored_rows(spark, data_schema, files, offset_column, interval)
+        return stored_rows(spark, data_schema, files, offset_column, interval).coalesce(1)
     schema = from_arrow_schema(decode_arrow_schema(data_schema))
     scans = [_scan(spark, schema, [path], offset_column, interval) for path in files]
-    return reduce(DataFrame.union, scans)
+    return reduce(DataFrame.union, scans).coalesce(1)
 
 
 def _scan(

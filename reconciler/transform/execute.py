@@ -11,14 +11,6 @@ Columns are ``offset, op, system_time`` and then the query's, as the Spark engin
 writes them. A Spark task writes the slice and hashes it as it writes
 (``writer.slice_files``).
 
-A map or a filter of one input (``ordering.in_input_order``) needs no single partition:
-each of its rows comes from one input row, in order. Over a large enough input it reads
-the input in partitions in offset order instead (``stored_rows.rows_in_order``), each
-task hands its rows to Python in parallel, and the slice is written from them in the
-partitions' order (``slice_files.write_in_order``): the same rows, offsets and file.
-Moving rows from the JVM to the writer is most of what such a query costs, and one
-task did it alone.
-
 The first run records the output's schema (a ``SetDataSchema`` before the
 ``ExecuteTransform``), even over inputs with no data yet. A later output with new
 columns (a query that now selects more, or an input that grew one under ``SELECT *``)
@@ -34,7 +26,6 @@ watermarks (aggregations see only the current slice), as a small JSON document.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -44,7 +35,7 @@ from pyspark.sql.types import IntegerType, IntegralType
 
 from ..engine.frames import column, is_time, normalize_timestamps
 from ..engine.query_check import QueryError, apply_transform
-from ..engine.stored_rows import rows_in_one_partition, rows_in_order
+from ..engine.stored_rows import rows_in_one_partition
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..odf import models
 from ..odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
@@ -55,22 +46,10 @@ from ..odf.schema_evolution import grown_schema
 from ..odf.slices import normalize_type
 from ..odf.timestamps import Timestamp
 from ..writer.commit import Staged, data_slice, system_fields
-from ..writer.slice_files import (
-    RUNS_FROM_BYTES,
-    Output,
-    Written,
-    collected_schema,
-    slice_output,
-    write_frame,
-    write_in_order,
-)
+from ..writer.slice_files import collected_schema, slice_output, write_frame
 from .inputs import InputSlice
-from .one_task import one_task, session_conf
-from .ordering import deterministic_order, in_input_order
-
-PARTITIONS_FROM_BYTES = RUNS_FROM_BYTES
-"""Input (Parquet bytes of the new slices) from which a map or a filter runs in
-partitions (``_worth_partitions``), as an ingest's rows are sorted in runs."""
+from .one_task import one_task
+from .ordering import deterministic_order
 
 
 class TransformError(ValueError):
@@ -110,30 +89,30 @@ def stage_transform(
 ) -> Staged:
     """Run the query over ``inputs`` and write the slice and checkpoint; append nothing.
 
-    The query is planned and run (by the slice's writer) under ``one_task``'s
-    settings, so that the repository's Spark conf cannot change its result. A map or a
-    filter of enough input is planned twice: over its inputs in one partition, which
-    tells it is one (``in_input_order``), then in partitions."""
+    The query is planned and run (by ``write_frame``) under ``one_task``'s settings,
+    so that the repository's Spark conf cannot change its result."""
     assert state.transform is not None
     vocab = state.vocabulary()
     with one_task(spark):
-        frames = {i.alias: _input_frame(spark, i, rows_in_one_partition) for i in inputs}
-        output = _checked_output(_query(spark, frames, state.transform.transform), vocab)
+        frames = {i.alias: _input_frame(spark, i) for i in inputs}
+        try:
+            output = apply_transform(spark, frames, state.transform.transform)
+        except QueryError as e:
+            where = f" (line {e.line})" if e.line else ""
+            raise TransformError(f"query failed{where}: {e.message}") from None
+        output = deterministic_order(_checked_output(output, vocab), vocab)
         collected = collected_schema(output)
         staged = Staged(head=state.head)
         schema = decode_arrow_schema(state.data_schema) if state.data_schema else None
         slice_schema = _slice_schema(collected, output, vocab, schema)
         if schema is None or slice_schema.names != schema.names:  # the first, or grown
             staged.schema_event = models.SetDataSchema(schema_=encode_arrow_schema(slice_schema))
-        target = slice_output(
-            workdir / "slice.parquet", slice_schema, vocab, state.next_offset, system_time
+        written = write_frame(
+            output,
+            slice_output(
+                workdir / "slice.parquet", slice_schema, vocab, state.next_offset, system_time
+            ),
         )
-        if _worth_partitions(spark, inputs) and in_input_order(output):
-            frames = {i.alias: _input_frame(spark, i, rows_in_order) for i in inputs}
-            output = _checked_output(_query(spark, frames, state.transform.transform), vocab)
-            written = _write_in_partitions(spark, output, target)
-        else:
-            written = write_frame(deterministic_order(output, vocab), target)
     if written is not None:
         staged.slice = written[0]
         staged.files.append((staged.slice.path, "data", staged.slice.physical_hash))
@@ -151,48 +130,14 @@ def stage_transform(
     return staged
 
 
-def _input_frame(
-    spark: SparkSession,
-    source: InputSlice,
-    read: Callable[[SparkSession, bytes, Sequence[Path], str, tuple[int, int] | None], DataFrame],
-) -> DataFrame:
-    """The input's unconsumed rows in offset order, typed by its SetDataSchema, as
-    ``read`` gives them: in one partition, or in partitions in that order."""
+def _input_frame(spark: SparkSession, source: InputSlice) -> DataFrame:
+    """The input's unconsumed rows in one partition in offset order, typed by its
+    SetDataSchema."""
     assert source.schema is not None
     interval = source.interval
     files = source.data_files if interval is not None else []
     offset_column = source.dataset.state().vocabulary().offset_column
-    return read(spark, source.schema, files, offset_column, interval)
-
-
-def _query(spark: SparkSession, frames: dict[str, DataFrame], query: models.Transform) -> DataFrame:
-    try:
-        return apply_transform(spark, frames, query)
-    except QueryError as e:
-        where = f" (line {e.line})" if e.line else ""
-        raise TransformError(f"query failed{where}: {e.message}") from None
-
-
-def _worth_partitions(spark: SparkSession, inputs: list[InputSlice]) -> bool:
-    """Whether a map or a filter should read its input in partitions and hand its rows
-    to Python on every core (``write_in_order``) rather than in one task: when there is
-    more than one core, and input enough (``PARTITIONS_FROM_BYTES``) that the extra
-    step costs less than it spreads."""
-    if spark.sparkContext.defaultParallelism < 2:
-        return False
-    files = [path for i in inputs if i.interval is not None for path in i.data_files]
-    return sum(path.stat().st_size for path in files) >= PARTITIONS_FROM_BYTES
-
-
-def _write_in_partitions(spark: SparkSession, output: DataFrame, target: Output) -> Written | None:
-    """Write ``output`` (a map or a filter over inputs read by ``rows_in_order``) from
-    its partitions. ``one_task`` makes Spark split each file into as few partitions as
-    its size allows (``leafNodeDefaultParallelism`` 1); here every file is split for
-    every core again (``files.minPartitionNum``), as a plain read would be."""
-    cores = str(spark.sparkContext.defaultParallelism)
-    batch_rows = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") or 10_000)
-    with session_conf(spark, {"spark.sql.files.minPartitionNum": cores}):
-        return write_in_order(output, target, batch_rows)
+    return rows_in_one_partition(spark, source.schema, files, offset_column, interval)
 
 
 def _checked_output(output: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:

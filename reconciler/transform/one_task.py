@@ -2,9 +2,8 @@
 
 A derivative's rows and their logical hash must be a function of its inputs, its query
 and the engine version alone (§2, determinism). Each input is read in one partition in
-offset order (``engine.stored_rows.rows_in_one_partition``; a large map or filter,
-whose result does not depend on it, excepted: ``transform.execute``), so a query over
-them runs as one task and each operator meets its rows in one order, and a floating-point sum
+offset order (``engine.stored_rows.rows_in_one_partition``), so a query over them runs
+as one task and each operator meets its rows in one order, and a floating-point sum
 (whose last bits depend on the order of its additions) is a left-to-right fold in that
 order. But the order an operator emits its rows in, and so the order the next one folds
 them in, still depends on settings a repository may tune for its cluster:

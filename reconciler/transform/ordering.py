@@ -81,38 +81,6 @@ def _keeps_order(frame: DataFrame) -> bool:
         node = node.child()
     if node.nodeName() == "Sort":
         return bool(getattr(node, "global")())
-    return _one_input_as_read(node)
-
-
-def in_input_order(frame: DataFrame) -> bool:
-    """Whether ``frame`` (a transform's output over inputs read in one partition) is a
-    map or a filter of one input: a chain of row-wise nodes (``_ROW_WISE``), with no
-    subquery and nothing non-deterministic in the plan, down to the input as read. Its
-    rows are then made one by one from the input's, in their order, each from its own
-    row alone; so the same query over that input in several partitions in offset order
-    (``engine.stored_rows.rows_in_order``) gives the same rows, in the same order once
-    its partitions are concatenated, and ``deterministic_order`` leaves it as it is.
-    A limit is left out: over several partitions it takes each one's first rows."""
-    node = _optimized_plan(frame)
-    if not (node.deterministic() and _no_subquery(node)):
-        return False
-    while node.nodeName() in _ROW_WISE:
-        node = node.child()
-    return _one_input_as_read(node)
-
-
-def _no_subquery(node: Any) -> bool:
-    """Whether no expression of ``node`` (a JVM logical plan) or below it holds a
-    subquery (whose value, a sum say, would be computed over every partition)."""
-    children = node.children()
-    return bool(node.subqueries().isEmpty()) and all(
-        _no_subquery(children.apply(i)) for i in range(children.size())
-    )
-
-
-def _one_input_as_read(node: Any) -> bool:
-    """Whether ``node`` (a JVM logical plan) is an input as ``rows_in_one_partition``
-    reads it: its ``coalesce(1)`` over the scans (``_input_read``)."""
     return bool(
         node.nodeName() == "Repartition"
         and node.numPartitions() == 1

@@ -9,9 +9,7 @@ and its records, hence the logical hash, are exactly what collecting the frame a
 writing it in the driver gave.
 
 A frame already in its order is coalesced into one partition, which keeps the order
-(``write_frame``: a transform's output), or, when its partitions are in order one after
-the other (a map or a filter), each task writes its partition as a run and the file's
-writer reads the runs in turn (``write_in_order``). Rows that must be sorted first (an ingest's
+(``write_frame``: a transform's output). Rows that must be sorted first (an ingest's
 changelog, by event time or key) are sorted where they are: each task sorts its own
 partition into runs, and the file's writer merges the runs (``write_sorted``, with
 ``sorted_runs``), so the sort and the conversion of rows to Arrow use every core rather
@@ -66,7 +64,7 @@ from ..odf.slices import (
     slice_dictionary,
 )
 from ..odf.timestamps import Timestamp
-from .sorted_runs import concatenated, merge_runs, mergeable, rechunked, write_runs
+from .sorted_runs import merge_runs, mergeable, rechunked, write_runs
 
 # A row group holds at most ROW_GROUP_ROWS rows or about this many bytes, whichever
 # comes first: the writing task holds one row group, a reader too.
@@ -214,49 +212,12 @@ def write_sorted(
             selected = selected.withColumn(_OUTPUT, every)
         ordered = sorted_by_output(selected, F.col(_OUTPUT), len(outputs), [F.col(k) for k in keys])
         return write_partitions(ordered.drop(*keys, _OUTPUT), outputs)  # sorted: not sent
-    shared = range(len(outputs)) if output is None else None  # every row to each: same runs
-    return _through_runs(
-        selected.sortWithinPartitions(F.col(_OUTPUT), *[F.col(k).asc_nulls_first() for k in keys]),
-        outputs,
-        shared,
-        lambda paths: rechunked(merge_runs(paths, keys)),
-    )
-
-
-def write_in_order(frame: DataFrame, output: Output, batch_rows: int) -> Written | None:
-    """``write_frame`` for a frame whose partitions, concatenated in their order, are in
-    its order (a map or a filter over inputs read by ``engine.stored_rows.rows_in_order``):
-    each task hands its partition's rows to Python and writes them as a run, in parallel,
-    and one task writes the file from the runs in the partitions' order. The rows cross
-    from the JVM to Python on every core instead of one, which is most of what a large
-    map or filter costs. ``batch_rows`` is the number of rows Spark gives Python in a
-    batch: the file is then the one ``write_frame`` writes, byte for byte
-    (``sorted_runs.concatenated``)."""
-    return _through_runs(
-        frame.withColumn(_OUTPUT, F.lit(0)),
-        [output],
-        None,
-        lambda paths: concatenated(paths, batch_rows),
-    )[0]
-
-
-def _through_runs(
-    frame: DataFrame,
-    outputs: Sequence[Output],
-    shared: range | None,
-    stream: Callable[[list[Path]], Iterable[pa.Table]],
-) -> list[Written | None]:
-    """Write ``frame``'s rows as the ``outputs`` in two steps of one query: every task
-    writes its partition's rows, in its order, as runs (those whose ``_OUTPUT`` is
-    ``i`` for output ``i``, or for every output of ``shared``), and one task per output
-    writes the file from ``stream`` over its runs' paths (sorted: partition, then
-    attempt). The runs are removed when the query ends, and a retried task reads them
-    again."""
     plans = tuple(outputs)
+    shared = range(len(plans)) if output is None else None  # every row to each: same runs
     runs = plans[0].path.with_name(plans[0].path.name + ".runs")
     runs.mkdir()
 
-    def run_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def sort_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         assert context is not None, "runs in a Spark task"
         name = f"{context.partitionId():05d}-{context.attemptNumber()}"  # a retry: new files
@@ -269,17 +230,22 @@ def _through_runs(
             ]
             yield pa.RecordBatch.from_pylist(found, schema=_RUNS_SCHEMA)
 
-    def file_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def merge_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         assert context is not None, "runs in a Spark task"
         index = context.partitionId()
         paths = sorted(Path(path) for batch in batches for path in batch["run"].to_pylist())
-        yield _write_partition(iter(stream(paths)), plans[index], index)
+        # The runs stay until the query ends: a retried task reads them again.
+        yield _write_partition(rechunked(merge_runs(paths, keys)), plans[index], index)
 
-    ran = _map_in_arrow(frame, run_task, _RUNS)
-    files = _map_in_arrow(ran.repartitionById(len(plans), F.col("output")), file_task)
+    sorted_runs = _map_in_arrow(
+        selected.sortWithinPartitions(F.col(_OUTPUT), *[F.col(k).asc_nulls_first() for k in keys]),
+        sort_task,
+        _RUNS,
+    )
+    merged = _map_in_arrow(sorted_runs.repartitionById(len(plans), F.col("output")), merge_task)
     try:
-        results = files.collect()
+        results = merged.collect()
     finally:
         shutil.rmtree(runs, ignore_errors=True)
     return _outcomes(plans, [r.asDict() for r in results])

@@ -16,9 +16,6 @@ strings and binaries, which both compare byte by byte, unsigned). Floating point
 are not among them (Spark puts NaN above every number, Arrow after them and apart), nor
 nested ones; the writer then sorts in one task as before.
 
-Runs also carry rows that need no sort: a map or a filter's partitions, each already
-in order, written by its task and read back one after the other (``concatenated``).
-
 This module is pure Arrow, free of Spark: ``writer.slice_files`` runs it in Spark tasks.
 """
 
@@ -153,29 +150,6 @@ def merge_runs(paths: Sequence[Path], keys: Sequence[str]) -> Iterator[pa.Table]
             yield from run.rest()
     finally:
         for run in runs:
-            run.close()
-
-
-def concatenated(paths: Sequence[Path], rows: int) -> Iterator[pa.Table]:
-    """The rows of the runs at ``paths``, one run after the other, in tables of exactly
-    ``rows`` rows (the last one fewer), each column in one chunk: the runs of a frame
-    already in its order, one per partition, given in the order of the partitions.
-
-    Spark hands a task's rows to Python in batches of a fixed number of rows
-    (``spark.sql.execution.arrow.maxRecordsPerBatch``), and where a row group ends, and
-    where its pages do, follows the batches the writer gets. Given that number, the
-    file written from these tables is the one a single task writing all the rows
-    would have written, byte for byte."""
-    for table in rechunked(_each_run(paths), rows):
-        yield table if all(c.num_chunks == 1 for c in table.columns) else table.combine_chunks()
-
-
-def _each_run(paths: Sequence[Path]) -> Iterator[pa.Table]:
-    for path in paths:
-        run = _Run(path)
-        try:
-            yield from run.rest()
-        finally:
             run.close()
 
 
