@@ -464,3 +464,34 @@ def test_a_malformed_row_fails_the_key_range_job_as_it_fails_the_slice_write(
         "column id (BIGINT): 'x' is not a valid BIGINT"
     )
     assert (ranges, dataset.head()) == ([["id"]], head)
+
+
+def jobs_of(spark: SparkSession, read: Callable[[], DataFrame]) -> tuple[DataFrame, list[int]]:
+    """What ``read`` gives, and the Spark jobs it ran to give it."""
+    context = spark.sparkContext
+    group = f"read-{id(read)}"
+    context.setJobGroup(group, "a checkpoint read")
+    try:
+        frame = read()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return frame, list(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_checkpoint_is_read_with_the_schema_spark_infers_without_a_job_to_infer_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The layers' footers give the schema: Spark would run a job to read one for it."""
+    dataset, inbox = ledger(tmp_path)
+    for run, keys in enumerate([["1", "2"], ["3"]], 1):
+        pull(spark, dataset, inbox, run, keys)
+    state = dataset.state()
+    previous, jobs = jobs_of(
+        spark, lambda: previous_checkpoint(spark, dataset, state, LEDGER, state.vocabulary())
+    )
+    assert previous is not None and jobs == []
+    paths = [str(layer.path) for layer in previous.layers]
+    inferred, inference_jobs = jobs_of(spark, lambda: spark.read.parquet(*paths))
+    assert len(inference_jobs) == 1
+    assert previous.frame.schema == inferred.schema
+    assert sorted(r.id for r in previous.frame.collect()) == [1, 2, 3]
