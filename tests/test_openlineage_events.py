@@ -594,3 +594,13 @@ def test_the_schemas_reject_a_broken_event_and_a_facet_of_unknown_version(
     )
     with pytest.raises(Unresolvable):
         validate(unknown)
+
+
+def test_the_variable_prefix_is_the_clients() -> None:
+    """``Lineage.from_environment`` tells whether any variable configures the client
+    without importing it, so it spells the client's prefix itself: the same one."""
+    from openlineage.client import OpenLineageClient
+
+    from reconciler.lineage.openlineage_events import VARIABLE_PREFIX
+
+    assert VARIABLE_PREFIX == OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX == "OPENLINEAGE__"

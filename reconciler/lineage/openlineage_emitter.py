@@ -44,11 +44,11 @@ from .openlineage_events import (
     INTEGRATION,
     PARENT_JOB,
     PRODUCER,
+    VARIABLE_PREFIX,
     LineageDataset,
     Repository,
     RunHandle,
     RunInfo,
-    config_file,
     log,
     version,
 )
@@ -278,15 +278,15 @@ def _processing_engine() -> processing_engine_run.ProcessingEngineRunFacet:
 # Configuration.
 
 
-def client_config(repo_root: Path, env: Mapping[str, str]) -> dict[str, Any] | None:
-    """The client configuration that ``env`` and the config files give, or None if none
-    of them configures a transport (the client would then print events to the console).
+def client_config(path: Path | None, env: Mapping[str, str]) -> dict[str, Any] | None:
+    """The client configuration that ``env`` and the config file at ``path`` give, or
+    None if none of them configures a transport (the client would then print events to
+    the console).
 
-    Sources, later ones winning, as the client itself merges them: the first
-    ``openlineage.yml`` found (see :func:`config_file`), ``OPENLINEAGE__...`` variables,
-    then ``OPENLINEAGE_URL`` for an HTTP transport when no transport type is set.
+    Sources, later ones winning, as the client itself merges them: the ``openlineage.yml``
+    in effect (``openlineage_events.config_file``), ``OPENLINEAGE__...`` variables, then
+    ``OPENLINEAGE_URL`` for an HTTP transport when no transport type is set.
     """
-    path = config_file(repo_root, env)
     from_file = OpenLineageClient._get_config_file_content(str(path)) if path else {}
     config = deep_merge_dicts(from_file, _env_config(env))
     transport = config.get("transport")
@@ -308,7 +308,7 @@ def client_config(repo_root: Path, env: Mapping[str, str]) -> dict[str, Any] | N
 def _env_config(env: Mapping[str, str]) -> dict[str, Any]:
     """``OPENLINEAGE__A__B=value`` as ``{"a": {"b": value}}``, values parsed as JSON when
     they are JSON, as the client does; reverse-sorted so that top-level keys win."""
-    prefix = OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX
+    prefix = VARIABLE_PREFIX
     config: dict[str, Any] = {}
     for key, raw in sorted(((k, v) for k, v in env.items() if k.startswith(prefix)), reverse=True):
         try:

@@ -63,8 +63,10 @@ INTEGRATION = "ODF-RECONCILER"
 
 _PACKAGE = "odf-reconciler"
 _MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true", "main") are not secrets
-_DYNAMIC_PREFIX = "OPENLINEAGE__"
-"""The client's prefix for configuration in variables (``OPENLINEAGE__TRANSPORT__URL``)."""
+VARIABLE_PREFIX = "OPENLINEAGE__"
+"""The client's prefix for configuration in variables (``OPENLINEAGE__TRANSPORT__URL``):
+its ``DYNAMIC_ENV_VARS_PREFIX``, spelled here so that telling whether any is set does not
+import the client."""
 
 
 def version(package: str) -> str:
@@ -215,12 +217,13 @@ class Lineage:
         environ: Mapping[str, str] = os.environ if env is None else env
         if environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
             return cls.disabled()
-        has_variables = any(key.startswith(_DYNAMIC_PREFIX) for key in environ)
-        if not (environ.get("OPENLINEAGE_URL") or has_variables or config_file(repo_root, environ)):
+        path = config_file(repo_root, environ)
+        has_variables = any(key.startswith(VARIABLE_PREFIX) for key in environ)
+        if not (path or has_variables or environ.get("OPENLINEAGE_URL")):
             return cls.disabled()
         from .openlineage_emitter import Emitter, client_config, start_client
 
-        config = client_config(Path(repo_root), environ)
+        config = client_config(path, environ)
         if config is None:
             return cls.disabled()
         try:
