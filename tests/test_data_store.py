@@ -524,3 +524,30 @@ def test_a_missing_object_is_named_before_the_engine_reads_it(
         f"error: {ROOT}: data/{named[0]}, named by the chain of {ROOT}, is not in the data"
         f" store {tmp_path / 'store'} (`reconcile verify --integrity` lists every missing file)"
     )
+
+
+@pytest.mark.parametrize("secret", ["wrong", None], ids=["wrong", "missing"])
+def test_readers_without_the_stores_credentials_give_one_error(
+    built: Built, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, secret: str | None
+) -> None:
+    """A fresh clone (nothing cached) whose credentials are wrong or absent: ``verify``
+    and ``sql`` stop with the store's one line, as ``apply`` does, not a crash."""
+    _isolate(monkeypatch)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.key)
+    if secret is None:
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    else:
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    shutil.rmtree(built.root / ".reconcile-cache", ignore_errors=True)
+    store = f"data store s3://{built.prefix} cannot read "
+    for args, prefix in (
+        (["verify", "--integrity"], "error: "),
+        (["verify"], "error: "),
+        (["sql", f"SELECT * FROM `{ROOT}`"], f"error: {ROOT}: "),  # the view it was making
+    ):
+        result = cli(built.root, *args)
+        assert result.exit_code == 1, (args, result.output)
+        lines = result.output.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(prefix + store), (args, result.output)
+        assert lines[0].endswith("(credentials come from the environment or the AWS configuration)")

@@ -147,6 +147,24 @@ def test_every_run_script_of_the_scaffolds_workflows_passes_shellcheck(tmp_path:
     assert {step: out for step, out in failures.items() if out} == {}
 
 
+def test_git_ignores_what_the_workflows_and_runs_leave_in_the_checkout(tmp_path: Path) -> None:
+    """The scheduled job's ``result.json``, saved plans, the lock, crash temporaries and
+    the store's cache stay out of ``git status`` and ``git add -A``; a chain does not."""
+    init_repository(tmp_path)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    left = ["result.json", "plan.json", "plan.md", "odf/.lock", "odf/org.x/refs/.lock"]
+    left += [".pending-1a2b", "odf/org.x/.pending-1a2b", ".reconcile-cache/data/f1620"]
+    kept = ["odf/org.x/refs/head", "odf/org.x/blocks/f1620", "odf/org.x/data/f1620"]
+    checked = subprocess.run(
+        ["git", "check-ignore", "--no-index", *left, *kept],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.stdout.splitlines() == left
+
+
 def test_init_refuses_a_folder_that_already_holds_manifests_and_writes_nothing(
     tmp_path: Path,
 ) -> None:

@@ -259,7 +259,8 @@ class ReconcileGroup(TyperGroup):
 
     Usage errors (click's own, and ours) exit 64, not click's 2; Ctrl-C outside an
     apply's own handling exits 130 with one line; any other error is one ``error:``
-    line with exit 1, and a traceback only with ``-v``.
+    line with exit 1, and a traceback only with ``-v``. A data store that cannot be
+    reached is the user's to fix (credentials, network), so its line has no ``-v`` hint.
     """
 
     def make_context(
@@ -290,4 +291,8 @@ class ReconcileGroup(TyperGroup):
         except Exception as e:
             if isinstance(ctx.obj, Session) and ctx.obj.verbose:
                 raise
+            from ..odf.store import StoreError
+
+            if isinstance(e, StoreError):  # credentials or network, not a defect: no hint
+                raise fail(f"error: {e}") from None
             raise fail(f"error: {describe(e)} (run with -v for details)") from None
