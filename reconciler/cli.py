@@ -212,11 +212,19 @@ def verify(
             "--base", help="With --integrity: check only what changed since this git ref."
         ),
     ] = None,
+    no_download: Annotated[
+        bool,
+        typer.Option(
+            "--no-download",
+            help="With --integrity: a data store outside git is checked by its listing"
+            " (each object there, with its size) instead of downloading every object.",
+        ),
+    ] = False,
 ) -> None:
     """Check every chain rule, block hash and file, and replay every transform (§3)."""
     from .commands import verify as verify_command
 
-    verify_command.run(ctx.obj, names, select, integrity, output_format, base)
+    verify_command.run(ctx.obj, names, select, integrity, output_format, base, no_download)
 
 
 @app.command()

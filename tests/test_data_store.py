@@ -551,3 +551,40 @@ def test_readers_without_the_stores_credentials_give_one_error(
         lines = result.output.splitlines()
         assert len(lines) == 1 and lines[0].startswith(prefix + store), (args, result.output)
         assert lines[0].endswith("(credentials come from the environment or the AWS configuration)")
+
+
+def test_verify_no_download_lists_the_store_and_reads_no_object(
+    built: Built, s3_server: S3Server, credentials: S3Server
+) -> None:
+    """The scheduled job's check: blocks in full, objects by the store's listing. Not an
+    object is read, and a missing or cut object is still named."""
+    before = len(s3_server.requests())
+    result = cli(built.root, "verify", "--integrity", "--no-download")
+    assert result.exit_code == 0, result.output
+    listing = f"GET /{BUCKET}?delimiter=/&list-type=2&max-keys=1000&prefix={built.prefix.split('/', 1)[1]}"
+    assert s3_server.requests()[before:] == [f"{listing}/data/", f"{listing}/checkpoints/"]
+    s3 = s3_server.filesystem()
+    data = [h for kind, h in built.first[ROOT] if kind == "data"]
+    checkpoint = next(h for kind, h in built.first[DERIVED] if kind == "checkpoint")
+    keys = [f"{built.prefix}/data/{data[0]}", f"{built.prefix}/checkpoints/{checkpoint}"]
+    originals = []
+    for key in keys:
+        with s3.open_input_stream(key) as f:
+            originals.append(f.read())
+    try:
+        s3.delete_file(keys[0])
+        with s3.open_output_stream(keys[1]) as f:
+            f.write(originals[1][:-1])
+        damaged = cli(built.root, "verify", "--integrity", "--no-download")
+        assert damaged.exit_code == 1, damaged.output
+        assert damaged.output.splitlines()[:-1] == [
+            f"{ROOT}: invalid",
+            f"  block #6: data file {data[0]} is missing from the data store",
+            f"{DERIVED}: invalid",
+            f"  block #6: checkpoint file {checkpoint} has {len(originals[1]) - 1} bytes, "
+            f"the block says {len(originals[1])}",
+        ]
+    finally:
+        for key, original in zip(keys, originals, strict=True):
+            with s3.open_output_stream(key) as f:
+                f.write(original)

@@ -4,7 +4,8 @@ Each test builds a real git repository holding two root chains (written through 
 product's own ``Dataset`` API, no Spark), commits it as the base, changes it, and runs
 the real command in a subprocess. Damage the base already had is outside the range: the
 incremental check does not read it, which the full check (no ``--base``) proves by
-failing on the same tree. The last test pins the fast reader of data blocks (what makes
+failing on the same tree. ``--no-download`` (the full check without downloading a data
+store) is tested here for what it leaves alone. The last test pins the fast reader of data blocks (what makes
 a full check of a long chain affordable) to the generic decoding.
 """
 
@@ -329,6 +330,51 @@ def test_base_without_integrity_is_a_usage_error(root: Path) -> None:
     code, lines = cli(root, "--base", "HEAD")
     assert code == 64
     assert lines[-1] == "Error: --base checks what changed since a ref: it needs --integrity"
+
+
+def test_no_download_still_hashes_the_files_in_git(root: Path) -> None:
+    """``--no-download`` spares a data store outside git (``test_data_store.py``); the
+    default store's files, in the dataset folders, are read where they are: hashed."""
+    weather = OdfRepository(root / "odf").dataset(WEATHER)
+    newest = next(  # blocks come newest first
+        b.event.new_data.physical_hash
+        for _, b in weather.iter_blocks()
+        if isinstance(b.event, models.AddData) and b.event.new_data is not None
+    )
+    flipped = weather.layout.data / newest
+    flipped.write_bytes(flipped.read_bytes()[::-1])
+    expected = (
+        1,
+        [
+            f"{STOCK}: valid (5 block(s))",
+            f"{WEATHER}: invalid",
+            f"  block #5: data file bytes do not match physical hash {newest};"
+            " its records cannot be read (ArrowInvalid)",
+            "2 datasets: 1 valid, 1 invalid in N s",
+        ],
+    )
+    assert cli(root, "--integrity", "--no-download") == expected
+    assert cli(root, "--integrity") == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--no-download"],
+            "--no-download lightens the --integrity check; a replay reads the data",
+        ),
+        (
+            ["--integrity", "--no-download", "--base", "HEAD"],
+            "--no-download lightens the full check; --base reads only changes",
+        ),
+    ],
+)
+def test_no_download_goes_with_the_full_integrity_check_only(
+    root: Path, args: list[str], message: str
+) -> None:
+    code, lines = cli(root, *args)
+    assert (code, lines[-1]) == (64, f"Error: {message}")
 
 
 @pytest.mark.parametrize("version", [2, 3])

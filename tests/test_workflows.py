@@ -156,7 +156,14 @@ def test_reconcile_runs_one_at_a_time_and_pushes_the_chains_itself() -> None:
         assert document["concurrency"] == {"group": "reconcile", "cancel-in-progress": False}
         assert document["permissions"] == {"contents": "write"}
         scripts = dict(run_scripts(workflow))
-        assert scripts["reconcile/Verify the chains"] == "reconcile verify --integrity"
+        assert scripts["reconcile/Verify the chains"] == (
+            'if [ "$SCHEDULE" = "47 3 * * 0" ] || [ "$GITHUB_EVENT_NAME" = workflow_dispatch ]; then\n'
+            "  reconcile verify --integrity\n"
+            "else\n"
+            "  reconcile verify --integrity --no-download\n"
+            "fi\n"
+        )
+        assert triggers(workflow)["schedule"] == [{"cron": "17 * * * *"}, {"cron": "47 3 * * 0"}]
         assert (
             "reconcile apply --commit --push --format json > result.json"
             in (scripts["reconcile/Apply and push the advanced chains"])

@@ -1,5 +1,6 @@
 """``reconcile verify``: check every chain, file and hash, and replay every transform;
-with ``--base REF``, only what changed since REF."""
+with ``--base REF``, only what changed since REF; ``--no-download`` lists a data store
+outside git instead of downloading it."""
 
 from __future__ import annotations
 
@@ -35,12 +36,17 @@ def run(
     integrity: bool,
     output_format: OutputFormat,
     base: str | None = None,
+    no_download: bool = False,
 ) -> None:
     """One line per dataset (``-q``: only invalid ones), then the summary line."""
     if output_format is OutputFormat.MARKDOWN:
         raise usage_error("--format markdown is for plans; verify writes text or json")
     if base is not None and not integrity:
         raise usage_error("--base checks what changed since a ref: it needs --integrity")
+    if no_download and not integrity:
+        raise usage_error("--no-download lightens the --integrity check; a replay reads the data")
+    if no_download and base is not None:
+        raise usage_error("--no-download lightens the full check; --base reads only changes")
     as_json = output_format is OutputFormat.JSON
     repo = session.odf
     chosen = names or repo.names()
@@ -64,7 +70,8 @@ def run(
         spark = None if integrity else session.spark
         ids = {} if integrity else repo.names_by_id()  # only a replay resolves inputs
         checked = chosen
-        check = lambda name: verify_dataset(repo, name, ids, spark, session.config.work_dir)  # noqa: E731
+        work = session.config.work_dir
+        check = lambda name: verify_dataset(repo, name, ids, spark, work, no_download)  # noqa: E731
     result = RunResult("verify")
     verdicts: list[Verdict] = []
     code = EXIT_OK

@@ -59,11 +59,14 @@ def verify_dataset(
     names: Mapping[DatasetId, str],
     spark: Callable[[], SparkSession] | None,
     scratch: Path | None = None,
+    no_download: bool = False,
 ) -> Verdict:
     """Check ``name``; replay its transforms when ``spark`` is given (started on demand),
-    staging each replay in a folder beneath ``scratch`` (``writer.scratch``)."""
+    staging each replay in a folder beneath ``scratch`` (``writer.scratch``). ``no_download``:
+    a data store outside git is checked by its listing (``inspect_dataset``)."""
     dataset = repo.dataset(name)
-    inspection = inspect_dataset(dataset, keep_blocks=spark is not None)  # a replay reads them
+    keep = spark is not None  # a replay reads them
+    inspection = inspect_dataset(dataset, keep_blocks=keep, no_download=no_download)
     verdict = Verdict(name, inspection.problems, inspection.block_count, files=inspection.files)
     if not verdict.valid or spark is None:
         return verdict

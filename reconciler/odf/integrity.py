@@ -83,8 +83,16 @@ def check_integrity(dataset: Dataset) -> list[IntegrityProblem]:
     return inspect_dataset(dataset).problems
 
 
-def inspect_dataset(dataset: Dataset, keep_blocks: bool = False) -> Inspection:
+def inspect_dataset(
+    dataset: Dataset, keep_blocks: bool = False, no_download: bool = False
+) -> Inspection:
     """Check the chain, then every file its blocks name, reading each block once.
+
+    ``no_download``: the files of a data store outside git are checked by presence and
+    size only, against the store's listing (``DataStore.sizes``), so the store is not
+    downloaded. The blocks are still checked in full, and the default store's files, in
+    the dataset folders, still hashed (they are read where they are); a run hashes every
+    object it fetches anyway, and the bytes of the others wait for a full check.
 
     The data blocks are judged as ``DataBlock`` tuples, never built as models
     (``Dataset.iter_judged_blocks``), which is most of a long chain's cost, unless the
@@ -93,10 +101,11 @@ def inspect_dataset(dataset: Dataset, keep_blocks: bool = False) -> Inspection:
     The cycle collector is paused until the blocks not kept are freed (``gc_pause``).
     """
     with paused_gc():
-        return _inspect(dataset, keep_blocks)
+        return _inspect(dataset, keep_blocks, no_download)
 
 
-def _inspect(dataset: Dataset, keep_blocks: bool) -> Inspection:
+def _inspect(dataset: Dataset, keep_blocks: bool, no_download: bool) -> Inspection:
+    by_size = no_download and not dataset.store.local
     sweep = ContentSweep.start(dataset.root, files=dataset.store.local, blocks=not keep_blocks)
     parsed: dict[str, MetadataBlock | DataBlock] = {}
     try:
@@ -109,12 +118,12 @@ def _inspect(dataset: Dataset, keep_blocks: bool) -> Inspection:
         blocks.reverse()
         derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
         named = _named_sizes(blocks)  # while the child still hashes files: see _check_files
-        verified = sweep.files()
+        verified = dataset.store.sizes() if by_size else sweep.files()
     except (ChainRuleError, RepositoryError, ValueError) as e:
         return Inspection([_chain_problem(e)], [])
     finally:
         sweep.close()
-    problems, files = _check_files(dataset, blocks, derivative, verified, named)
+    problems, files = _check_files(dataset, blocks, derivative, verified, named, by_size)
     kept = cast(list[tuple[Multihash, MetadataBlock]], blocks) if keep_blocks else []
     count = len(blocks)
     # The chain's list goes first, so that the blocks not kept are freed with ``parsed``,
@@ -246,10 +255,13 @@ def _check_files(
     derivative: bool,
     verified: dict[str, int] | None = None,
     named: NamedSizes | None = None,
+    by_size: bool = False,
 ) -> tuple[list[IntegrityProblem], int]:
     """Every data and checkpoint file the blocks name, and how many there were. A file
     in ``verified`` with the size the block gives needs no second look; any other is
-    checked here, against the block's model, which also words the problem.
+    checked here, against the block's model, which also words the problem (``by_size``:
+    ``verified`` is the store's listing, so a file not in it with that size is missing
+    or has another size, and nothing is read).
 
     With the blocks' ``named`` files, gathered while the sweep's child still hashed
     files, an intact dataset is settled by one comparison of two dicts: looking the
@@ -272,7 +284,12 @@ def _check_files(
             if isinstance(model, DataBlock):  # read again as a model: only a damaged file
                 model = dataset.get_block(hash_, verify=False)
             described = dict(_named_files(model))[path]
-            problem = _check_named(dataset, path, described, block.sequence_number, derivative)
+            seq = block.sequence_number
+            problem: IntegrityProblem | None
+            if by_size:
+                problem = _size_problem(path, described, seq, verified.get(path))
+            else:
+                problem = _check_named(dataset, path, described, seq, derivative)
             if problem is not None:
                 problems.append(problem)
     return problems, files
@@ -304,6 +321,22 @@ def _check_named(
         same_records, explained = _check_logical(full, described)
         return IntegrityProblem(f"{problem}; {explained}", seq, not (same_records and derivative))
     return IntegrityProblem(problem, seq)
+
+
+def _size_problem(
+    path: str,
+    described: models.DataSlice | models.Checkpoint,
+    seq: int,
+    listed: int | None,
+) -> IntegrityProblem:
+    """A file that is not in the store's listing with the size its block records."""
+    what = "data" if path.startswith("data/") else "checkpoint"
+    hash_ = described.physical_hash
+    if listed is None:
+        return IntegrityProblem(f"{what} file {hash_} is missing from the data store", seq)
+    return IntegrityProblem(
+        f"{what} file {hash_} has {listed} bytes, the block says {described.size}", seq
+    )
 
 
 def _check_stored(

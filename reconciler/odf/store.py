@@ -61,6 +61,11 @@ class DataStore(Protocol):
     def size(self, hash_: str, kind: str) -> int | None:
         """The object's size in bytes, or None when it is missing."""
 
+    def sizes(self) -> dict[str, int]:
+        """Every object by path (``data/<hash>``, ``checkpoints/<hash>``) with its size,
+        from a listing: nothing is read or downloaded (S3 lists a thousand objects a
+        request). What ``verify --integrity --no-download`` compares the chains with."""
+
     def open(self, hash_: str, kind: str) -> contextlib.AbstractContextManager[BinaryIO]:
         """The object's bytes as a stream (``FileNotFoundError`` when it is missing)."""
 
@@ -107,6 +112,19 @@ class LocalStore:
             return self.path(hash_, kind).stat().st_size
         except (FileNotFoundError, NotADirectoryError):
             return None
+
+    def sizes(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for kind in KINDS:
+            folder = folder_of(kind)
+            try:
+                entries = list(os.scandir(self.root / folder))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    found[f"{folder}/{entry.name}"] = entry.stat().st_size
+        return found
 
     @contextlib.contextmanager
     def open(self, hash_: str, kind: str) -> Iterator[BinaryIO]:

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from .multiformat import Multihash
-from .store import StoreError, folder_of, fsync_dir
+from .store import KINDS, StoreError, folder_of, fsync_dir
 
 _CHUNK = 1 << 20
 _FOLDER = pafs.FileType.Directory
@@ -48,6 +48,7 @@ class FileSystemStore:
         self.rename = rename
         """Write through a temporary name and rename (a local folder: a crash never
         leaves half an object under its hash; an S3 upload is atomic by itself)."""
+        self._listed: dict[str, int] | None = None
 
     def key(self, hash_: str, kind: str) -> str:
         return f"{self.base}/{folder_of(kind)}/{hash_}"
@@ -122,6 +123,22 @@ class FileSystemStore:
         with self._errors(f"cannot read {folder_of(kind)}/{hash_}"):
             info = self.filesystem.get_file_info(self.key(hash_, kind))
         return info.size if info.type == pafs.FileType.File else None
+
+    def sizes(self) -> dict[str, int]:
+        """Listed once per store object (every dataset of a ``verify`` shares the store,
+        and listing it for each would cost the whole store's listing per dataset): a
+        snapshot for checks that write nothing, which is all that ask for it."""
+        if self._listed is None:
+            listed: dict[str, int] = {}
+            with self._errors("cannot be listed"):
+                for kind in KINDS:
+                    folder = f"{self.base}/{folder_of(kind)}"
+                    selector = pafs.FileSelector(folder, allow_not_found=True)
+                    for info in self.filesystem.get_file_info(selector):
+                        if info.type == pafs.FileType.File:
+                            listed[f"{folder_of(kind)}/{info.base_name}"] = info.size
+            self._listed = listed
+        return self._listed
 
     @contextlib.contextmanager
     def open(self, hash_: str, kind: str) -> Iterator[BinaryIO]:

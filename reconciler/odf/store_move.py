@@ -105,6 +105,9 @@ class FolderUntilMoved:
         size = self.store.size(hash_, kind)
         return size if size is not None else self.folder.size(hash_, kind)
 
+    def sizes(self) -> dict[str, int]:
+        return self.folder.sizes() | self.store.sizes()  # the store's, as ``size``
+
     @contextlib.contextmanager
     def open(self, hash_: str, kind: str) -> Iterator[BinaryIO]:
         with contextlib.ExitStack() as stack:
