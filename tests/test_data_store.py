@@ -283,10 +283,24 @@ def test_a_run_fetches_only_what_it_reads(built: Built) -> None:
     assert not any(h in p for h in old_data for p in puts)
 
 
-def test_verify_checks_the_stores_objects_and_replays_from_them(built: Built) -> None:
+def test_verify_checks_the_stores_objects_and_replays_from_them(
+    built: Built, s3_server: S3Server
+) -> None:
     shutil.rmtree(built.root / ".reconcile-cache", ignore_errors=True)
+    before = len(s3_server.requests())
     integrity = cli(built.root, "verify", "--integrity")
     assert integrity.exit_code == 0, integrity.output
+    # One listing per kind of object for the sizes, then each object read once (pyarrow
+    # asks for its size again as it opens it), by several threads at once.
+    repo = RepoConfig.load(built.root).repository()
+    named = {(k, h) for n in (ROOT, DERIVED) for k, h in named_objects(repo.dataset(n))}
+    keys = [f"/{built.prefix}/{'data' if k == 'data' else 'checkpoints'}/{h}" for k, h in named]
+    listing = f"GET /{BUCKET}?delimiter=/&list-type=2&max-keys=1000&prefix=built"
+    assert sorted(s3_server.requests()[before:]) == sorted(
+        [f"{listing}/data/", f"{listing}/checkpoints/"]
+        + [f"{verb} {key}" for key in keys for verb in ("HEAD", "GET")]
+    )
+    assert len(keys) == 6
     replay = cli(built.root, "verify")
     assert replay.exit_code == 0, replay.output
 
@@ -540,16 +554,16 @@ def test_readers_without_the_stores_credentials_give_one_error(
     else:
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     shutil.rmtree(built.root / ".reconcile-cache", ignore_errors=True)
-    store = f"data store s3://{built.prefix} cannot read "
+    store = f"data store s3://{built.prefix}"
     for args, prefix in (
-        (["verify", "--integrity"], "error: "),
-        (["verify"], "error: "),
-        (["sql", f"SELECT * FROM `{ROOT}`"], f"error: {ROOT}: "),  # the view it was making
+        (["verify", "--integrity"], f"error: {store} cannot be listed: "),  # the sizes
+        (["verify"], f"error: {store} cannot be listed: "),
+        (["sql", f"SELECT * FROM `{ROOT}`"], f"error: {ROOT}: {store} cannot read data/"),
     ):
         result = cli(built.root, *args)
         assert result.exit_code == 1, (args, result.output)
         lines = result.output.splitlines()
-        assert len(lines) == 1 and lines[0].startswith(prefix + store), (args, result.output)
+        assert len(lines) == 1 and lines[0].startswith(prefix), (args, result.output)
         assert lines[0].endswith("(credentials come from the environment or the AWS configuration)")
 
 

@@ -36,6 +36,7 @@ from .multiformat import ARROW0_SHA3_256, Multihash
 from .repository import BlockHashMismatchError, BlockNotFoundError, Dataset, RepositoryError
 from .slices import records_digest
 from .store import DataStore
+from .store_verify import intact_objects
 
 _CHUNK = 1 << 20
 
@@ -118,7 +119,12 @@ def _inspect(dataset: Dataset, keep_blocks: bool, no_download: bool) -> Inspecti
         blocks.reverse()
         derivative = chain.fold(blocks).kind is models.DatasetKind.DERIVATIVE
         named = _named_sizes(blocks)  # while the child still hashes files: see _check_files
-        verified = dataset.store.sizes() if by_size else sweep.files()
+        if by_size:
+            verified = dataset.store.sizes()
+        elif not dataset.store.local:
+            verified = intact_objects(dataset.store, named[0])
+        else:
+            verified = sweep.files()
     except (ChainRuleError, RepositoryError, ValueError) as e:
         return Inspection([_chain_problem(e)], [])
     finally:
