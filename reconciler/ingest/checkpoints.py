@@ -397,11 +397,13 @@ def _rebuild(
 ) -> DataFrame:
     """The checkpoint recomputed from every slice in the chain (kamu's way), read with
     the dataset's schema so that slices older than a column hold it as null."""
-    paths = [
-        dataset.layout.data_to_read(block.event.new_data.physical_hash)
-        for _, block in dataset.iter_blocks(state.head)
-        if isinstance(block.event, models.AddData) and block.event.new_data is not None
-    ]
+    paths = dataset.layout.data_files_to_read(
+        [
+            block.event.new_data.physical_hash
+            for _, block in dataset.iter_blocks(state.head)
+            if isinstance(block.event, models.AddData) and block.event.new_data is not None
+        ]
+    )
     assert state.data_schema is not None, "a dataset with data has a schema"
     history = stored_rows(spark, state.data_schema, paths[::-1], vocab.offset_column)
     if isinstance(merge, models.MergeStrategyLedger):

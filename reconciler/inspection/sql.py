@@ -163,13 +163,13 @@ def _dataset_frame(spark: SparkSession, dataset: Dataset) -> DataFrame | None:
     state = dataset.state()
     if state.data_schema is None:
         return None
-    files = [
-        dataset.layout.data_to_read(event.new_data.physical_hash)
+    hashes = [
+        event.new_data.physical_hash
         for _, block in dataset.iter_blocks(state.head)
         if isinstance(event := block.event, models.AddData | models.ExecuteTransform)
         and event.new_data is not None
     ]
-    files.reverse()
+    files = dataset.layout.data_files_to_read(hashes[::-1])
     return stored_rows(spark, state.data_schema, files, state.vocabulary().offset_column)
 
 

@@ -24,7 +24,8 @@ import hashlib
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -44,7 +45,7 @@ from .lock import repository_lock
 from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
 from .multiformat import DatasetId, Multihash
 from .names import name_problem
-from .store import DataStore, LocalStore, MissingObjectError, folder_of
+from .store import CONCURRENT_READS, DataStore, LocalStore, MissingObjectError, folder_of
 from .store_move import FolderUntilMoved
 from .timestamps import Timestamp
 
@@ -167,6 +168,15 @@ class DatasetLayout:
         """The data file, fetched from a remote store on first use, for a reader;
         ``MissingObjectError`` when the store has no such object."""
         return self._present(self.data_file(hash_), hash_, "data")
+
+    def data_files_to_read(self, hashes: Sequence[str]) -> list[Path]:
+        """``data_to_read`` of each, in order; from a remote store, a few at a time
+        (``CONCURRENT_READS``), so that a reader of a long history (``sql``, a replay, a
+        rebuilt checkpoint) does not wait on one round trip after another."""
+        if self.store is None or len(hashes) < 2:
+            return [self.data_to_read(hash_) for hash_ in hashes]
+        with ThreadPoolExecutor(max_workers=CONCURRENT_READS) as pool:
+            return list(pool.map(self.data_to_read, hashes))
 
     def checkpoint_to_read(self, hash_: str) -> Path:
         """The checkpoint file for a reader, as ``data_to_read``."""

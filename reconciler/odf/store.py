@@ -25,6 +25,11 @@ import pyarrow.parquet as pq
 
 KINDS = ("data", "checkpoint")
 
+CONCURRENT_READS = 8
+"""Objects of a store outside the dataset folder read at once, by threads (pyarrow's
+streams and ``hashlib`` release the GIL): one after the other, a long history's reads
+wait on the network's round trips; more would only grow the buffers."""
+
 
 class StoreError(Exception):
     """The store cannot be reached or refuses access (credentials, network, bucket).

@@ -15,11 +15,7 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
 from .multiformat import Multihash
-from .store import DataStore
-
-_READERS = 8
-"""Objects read at once: enough to keep a link to an object store busy, few enough that
-the buffers (one chunk each) stay small."""
+from .store import CONCURRENT_READS, DataStore
 
 _CHUNK = 1 << 20
 
@@ -29,7 +25,7 @@ def intact_objects(store: DataStore, named: dict[str, int]) -> dict[str, int]:
     their block records) whose object is listed with that size and hashes to its name."""
     listed = store.sizes()
     candidates = [path for path, size in named.items() if listed.get(path) == size]
-    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+    with ThreadPoolExecutor(max_workers=CONCURRENT_READS) as pool:
         intact = list(pool.map(lambda path: _hashes_to_its_name(store, path), candidates))
     return {path: named[path] for path, ok in zip(candidates, intact, strict=True) if ok}
 

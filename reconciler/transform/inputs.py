@@ -157,7 +157,7 @@ def _between(
     schema: bytes | None,
 ) -> InputSlice:
     """Collect the data files and watermarks of the blocks in (prev_hash, new_hash]."""
-    files: list[Path] = []
+    hashes: list[str] = []
     watermarks: list[Timestamp] = []
     if new_hash is not None:
         found_prev = prev_hash is None
@@ -168,12 +168,12 @@ def _between(
             event = block.event
             if isinstance(event, models.AddData | models.ExecuteTransform):
                 if event.new_data is not None:
-                    files.append(dataset.layout.data_to_read(event.new_data.physical_hash))
+                    hashes.append(event.new_data.physical_hash)
                 if event.new_watermark is not None:
                     watermarks.append(event.new_watermark)
         if not found_prev:
             raise InputError(f"input {name}: block {prev_hash} is no longer in its chain")
-    files.reverse()
+    files = dataset.layout.data_files_to_read(hashes[::-1])
     watermarks.reverse()
     return InputSlice(
         dataset_id,
