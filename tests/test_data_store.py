@@ -305,12 +305,21 @@ def test_verify_checks_the_stores_objects_and_replays_from_them(
     assert replay.exit_code == 0, replay.output
 
 
-def test_sql_reads_the_data_from_the_store(built: Built) -> None:
+def test_sql_reads_the_data_from_the_store(built: Built, s3_server: S3Server) -> None:
+    """Only the datasets the query names: the root's slices are not fetched."""
     shutil.rmtree(built.root / ".reconcile-cache", ignore_errors=True)
+    before = len(s3_server.requests())
     query = f"SELECT id, qty2 FROM `{DERIVED}` ORDER BY offset"
     result = cli(built.root, "sql", query, "--format", "csv")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == ["id,qty2", "a,2", "b,4", "a,6"]
+    repo = RepoConfig.load(built.root).repository()
+    slices = {
+        n: [h for k, h in named_objects(repo.dataset(n)) if k == "data"] for n in (ROOT, DERIVED)
+    }
+    read = [r.split(" ", 1)[1] for r in s3_server.requests()[before:] if r.startswith("GET ")]
+    assert sorted(read) == sorted(f"/{built.prefix}/data/{h}" for h in slices[DERIVED])
+    assert len(slices[DERIVED]) == 2 and len(slices[ROOT]) == 2
 
 
 def test_a_missing_or_changed_object_is_caught_by_verify(

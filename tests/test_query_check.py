@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reconciler.config import ConfigError
-from reconciler.engine.query_check import check_query, columns_from_schema
+from reconciler.engine.query_check import check_query, columns_from_schema, tables_read
 from reconciler.engine.session import LOG_CONFIG, SparkSettings, spark_started
 from reconciler.odf.models import SqlQueryStep, TransformSql
 from reconciler.plan.model import Column, QueryCheck
@@ -362,3 +362,28 @@ def test_fixed_settings_cannot_be_changed() -> None:
 def test_malformed_conf_variable_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=re.escape("expected key=value, got 'spark.ui.port'")):
         SparkSettings.load(tmp_path, environ={"RECONCILER_SPARK_CONF": "spark.ui.port"})
+
+
+@pytest.mark.parametrize(
+    ("query", "tables"),
+    [
+        ("SELECT * FROM `org.example.a`;", {"org.example.a"}),
+        (
+            "WITH w AS (SELECT * FROM `org.example.a`) SELECT * FROM w JOIN `org.Example.B`"
+            " USING (id) WHERE id IN (SELECT id FROM c)",
+            {"org.example.a", "w", "org.Example.B", "c"},
+        ),
+        ("SELECT * FROM org.example.a", {"org.example.a"}),  # three parts, joined
+        ("TABLE `x`", {"x"}),
+        ("SELECT 1", set()),
+        ("SELECT * FROM IDENTIFIER('`org.example.a`')", {"org.example.a"}),  # a literal
+        ("SELECT * FROM IDENTIFIER('org.' || 'example.a')", None),  # only analysis can tell
+        ("DROP TABLE `org.example.a`", None),  # not a query: the analysis reports it
+        ("SELEC 1", None),
+    ],
+)
+def test_tables_read_are_the_names_a_query_gives_from_its_parse_alone(
+    spark: SparkSession, query: str, tables: set[str] | None
+) -> None:
+    found = tables_read(spark, query)
+    assert (None if found is None else set(found)) == tables

@@ -35,7 +35,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 
 from reconciler.engine.determinism import Nondeterminism
 from reconciler.engine.errors import first_line
-from reconciler.engine.sandbox import SandboxError, check_parsed, check_plan
+from reconciler.engine.sandbox import SandboxError, check_parsed, check_plan, tables_named
 from reconciler.odf.models import TransformSql
 from reconciler.plan.model import Column, QueryCheck
 
@@ -80,6 +80,18 @@ def check_query(
         output_schema=columns_from_schema(output.schema),
         nondeterministic=nondeterministic,
     )
+
+
+def tables_read(spark: SparkSession, query: str) -> frozenset[str] | None:
+    """The tables a query names, from its parse alone (``sandbox.tables_named``); None
+    when that cannot tell (a table named by an expression) or the text is not a single
+    query, whose error the analysis reports."""
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    try:
+        plan = capture_sql_exception(parser.parseQuery)(_TRAILING_SEMICOLONS.sub("", query))
+    except ParseException:
+        return None
+    return tables_named(plan, spark.sparkContext._jvm)
 
 
 def apply_transform(

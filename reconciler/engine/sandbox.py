@@ -180,6 +180,20 @@ def check_parsed(plan: Any, jvm: Any) -> None:
             _check_arguments(node, name, list(_seq(node.otherExprs())))
 
 
+def tables_named(plan: Any, jvm: Any) -> frozenset[str] | None:
+    """The tables a parsed query (a JVM ``LogicalPlan``) names, multi-part names joined
+    by dots, or None when one is named by an expression (``IDENTIFIER(…)``), which only
+    analysis resolves. CTE names are among them: a caller reading this as what to
+    provide provides a little more, never less."""
+    names: set[str] = set()
+    for node, kind in _parsed_trees(plan, _types(jvm)):
+        if kind == "UnresolvedRelation":
+            names.add(".".join(str(part) for part in _seq(node.multipartIdentifier())))
+        elif kind == "PlanWithUnresolvedIdentifier":
+            return None
+    return frozenset(names)
+
+
 def _check_arguments(node: Any, name: str, arguments: list[Any]) -> None:
     """Refuse a parsed call that would make Spark load a descriptor, schema or file."""
     position = _DESCRIPTOR_ARGUMENT.get(name)

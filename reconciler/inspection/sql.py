@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..engine.errors import first_line
-from ..engine.query_check import OUTPUT_STEP, QueryError, apply_transform
+from ..engine.query_check import OUTPUT_STEP, QueryError, apply_transform, tables_read
 from ..odf import models
 from ..odf.repository import Dataset, OdfRepository
 from ..odf.timestamps import Timestamp
@@ -119,8 +119,15 @@ def run_sql(
 def analyse(
     spark: SparkSession, repo: OdfRepository, query: str, names: Collection[str] | None = None
 ) -> DataFrame:
-    """The sandboxed, analysed query over every dataset view (or those of ``names``);
-    nothing has run yet."""
+    """The sandboxed, analysed query over the dataset views it names (of ``names``, when
+    given); nothing has run yet. Only the datasets the query names are read: their
+    chains, and from a data store outside git their slices, which a view needs listed
+    before the query runs."""
+    named = tables_read(spark, query)
+    if named is not None:
+        wanted = {table.lower() for table in named}  # names are unique ignoring case
+        chosen = [n for n in repo.names() if n.lower() in wanted]
+        names = chosen if names is None else [n for n in chosen if n in names]
     views = dataset_views(spark, repo, names)
     transform = models.TransformSql(engine="spark", query=query)
     try:
