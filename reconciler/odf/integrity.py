@@ -90,7 +90,8 @@ def inspect_dataset(
     """Check the chain, then every file its blocks name, reading each block once.
 
     ``no_download``: the files of a data store outside git are checked by presence and
-    size only, against the store's listing (``DataStore.sizes``), so the store is not
+    size only, against the store's listing (``DataStore.sizes``; files still in a dataset
+    folder, waiting to move into the store, are listed with it), so the store is not
     downloaded. The blocks are still checked in full, and the default store's files, in
     the dataset folders, still hashed (they are read where they are); a run hashes every
     object it fetches anyway, and the bytes of the others wait for a full check.
