@@ -466,8 +466,10 @@ def test_a_repository_moves_its_data_out_of_git_into_a_store(
         f" data store {setting}{'' if where == 'folder' else f' at {credentials.endpoint}'}"
         for files in (by_dataset[ROOT], by_dataset[DERIVED])
     ]
-    # Until apply moves them, every reader finds the files in the dataset folders.
+    # Until apply moves them, every reader finds the files in the dataset folders, and
+    # the store's listing (empty) is read with theirs.
     assert cli(root, "verify", "--integrity").exit_code == 0
+    assert cli(root, "verify", "--integrity", "--no-download").exit_code == 0
 
     (root / "sources" / "2.csv").write_text(CSV2)
     moved = apply(root, "2026-01-02T06:00:00Z")
@@ -487,6 +489,7 @@ def test_a_repository_moves_its_data_out_of_git_into_a_store(
     assert {n: len(h) for n, h in after.items()} == {ROOT: 2, DERIVED: 2}
     shutil.rmtree(root / ".reconcile-cache", ignore_errors=True)
     assert cli(root, "verify", "--integrity").exit_code == 0
+    assert cli(root, "verify", "--integrity", "--no-download").exit_code == 0
     assert cli(root, "plan", "--detailed-exitcode").exit_code == 0
 
 
