@@ -16,7 +16,6 @@ Checkpoints are compared by size and physical hash only.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -36,7 +35,7 @@ from .multiformat import ARROW0_SHA3_256, Multihash
 from .repository import BlockHashMismatchError, BlockNotFoundError, Dataset, RepositoryError
 from .slices import records_digest
 from .store import DataStore
-from .store_verify import intact_objects
+from .store_verify import hashes_to_its_name, intact_objects
 
 _CHUNK = 1 << 20
 
@@ -294,7 +293,8 @@ def _check_files(
             seq = block.sequence_number
             problem: IntegrityProblem | None
             if by_size:
-                problem = _size_problem(path, described, seq, verified.get(path))
+                what = "data" if path.startswith("data/") else "checkpoint"
+                problem = _size_problem(what, described, seq, verified.get(path))
             else:
                 problem = _check_named(dataset, path, described, seq, derivative)
             if problem is not None:
@@ -331,18 +331,18 @@ def _check_named(
 
 
 def _size_problem(
-    path: str,
+    what: str,
     described: models.DataSlice | models.Checkpoint,
     seq: int,
-    listed: int | None,
+    stored: int | None,
 ) -> IntegrityProblem:
-    """A file that is not in the store's listing with the size its block records."""
-    what = "data" if path.startswith("data/") else "checkpoint"
+    """An object of a data store that is missing (``stored`` None) or does not have the
+    size its block records."""
     hash_ = described.physical_hash
-    if listed is None:
+    if stored is None:
         return IntegrityProblem(f"{what} file {hash_} is missing from the data store", seq)
     return IntegrityProblem(
-        f"{what} file {hash_} has {listed} bytes, the block says {described.size}", seq
+        f"{what} file {hash_} has {stored} bytes, the block says {described.size}", seq
     )
 
 
@@ -359,16 +359,12 @@ def _check_stored(
     kind = "data" if what == "data" else "checkpoint"
     actual_size = store.size(hash_, kind)
     if actual_size is None:
-        return IntegrityProblem(f"{what} file {hash_} is missing from the data store", seq)
+        return _size_problem(what, described, seq, None)
     if actual_size != described.size:
-        message = f"{what} file {hash_} has {actual_size} bytes, the block says {described.size}"
+        message = _size_problem(what, described, seq, actual_size).message
+    elif hashes_to_its_name(store, hash_, kind):
+        return None
     else:
-        hasher = hashlib.sha3_256()
-        with store.open(hash_, kind) as stream:
-            while chunk := stream.read(_CHUNK):
-                hasher.update(chunk)
-        if Multihash.from_digest(hasher.digest()) == hash_:
-            return None
         message = f"{what} file bytes do not match physical hash {hash_}"
     if not isinstance(described, models.DataSlice):
         return IntegrityProblem(message, seq)

@@ -26,13 +26,18 @@ def intact_objects(store: DataStore, named: dict[str, int]) -> dict[str, int]:
     listed = store.sizes()
     candidates = [path for path, size in named.items() if listed.get(path) == size]
     with ThreadPoolExecutor(max_workers=CONCURRENT_READS) as pool:
-        intact = list(pool.map(lambda path: _hashes_to_its_name(store, path), candidates))
+        intact = list(pool.map(lambda path: _intact(store, path), candidates))
     return {path: named[path] for path, ok in zip(candidates, intact, strict=True) if ok}
 
 
-def _hashes_to_its_name(store: DataStore, path: str) -> bool:
+def _intact(store: DataStore, path: str) -> bool:
     folder, _, hash_ = path.partition("/")
-    kind = "data" if folder == "data" else "checkpoint"
+    return hashes_to_its_name(store, hash_, "data" if folder == "data" else "checkpoint")
+
+
+def hashes_to_its_name(store: DataStore, hash_: str, kind: str) -> bool:
+    """Whether the object's bytes, streamed from the store (never a cached copy), hash
+    to its name; False when it is missing."""
     hasher = hashlib.sha3_256()
     try:
         with store.open(hash_, kind) as stream:
