@@ -301,8 +301,17 @@ def test_verify_checks_the_stores_objects_and_replays_from_them(
         + [f"{verb} {key}" for key in keys for verb in ("HEAD", "GET")]
     )
     assert len(keys) == 6
+    # A replay keeps what the check downloads, and reads it from the cache: each object
+    # is still read once.
+    shutil.rmtree(built.root / ".reconcile-cache", ignore_errors=True)
+    before = len(s3_server.requests())
     replay = cli(built.root, "verify")
     assert replay.exit_code == 0, replay.output
+    assert "2 transform(s) replayed" in replay.output
+    assert sorted(s3_server.requests()[before:]) == sorted(
+        [f"{listing}/data/", f"{listing}/checkpoints/"]
+        + [f"{verb} {key}" for key in keys for verb in ("HEAD", "GET")]
+    )
 
 
 def test_sql_reads_the_data_from_the_store(built: Built, s3_server: S3Server) -> None:

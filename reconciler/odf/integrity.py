@@ -97,7 +97,9 @@ def inspect_dataset(
 
     The data blocks are judged as ``DataBlock`` tuples, never built as models
     (``Dataset.iter_judged_blocks``), which is most of a long chain's cost, unless the
-    caller asks to ``keep_blocks`` as models to use them after. On a long chain a forked
+    caller asks to ``keep_blocks`` as models to use them after (a replay follows: a data
+    store's objects are then kept in its cache as they are checked, so the replay does not
+    download them again). On a long chain a forked
     child hashes the files and parses part of the blocks meanwhile (``content_sweep``).
     The cycle collector is paused until the blocks not kept are freed (``gc_pause``).
     """
@@ -122,7 +124,7 @@ def _inspect(dataset: Dataset, keep_blocks: bool, no_download: bool) -> Inspecti
         if by_size:
             verified = dataset.store.sizes()
         elif not dataset.store.local:
-            verified = intact_objects(dataset.store, named[0])
+            verified = intact_objects(dataset.store, named[0], keep=keep_blocks)
         else:
             verified = sweep.files()
     except (ChainRuleError, RepositoryError, ValueError) as e:

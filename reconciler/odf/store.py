@@ -23,6 +23,8 @@ from typing import BinaryIO, Protocol
 
 import pyarrow.parquet as pq
 
+from .hashing import physical_hash
+
 KINDS = ("data", "checkpoint")
 
 CONCURRENT_READS = 8
@@ -62,6 +64,12 @@ class DataStore(Protocol):
     def fetch(self, hash_: str, kind: str) -> Path:
         """A local path holding the object (downloaded on first use); a path that does
         not exist when the store has no such object."""
+
+    def download(self, hash_: str, kind: str) -> bool | None:
+        """Read the object from the store itself (a cached copy does not count) and say
+        whether its bytes hash to its name: None when it is missing. A remote store keeps
+        bytes that match as its cached copy, replacing any, so a reader after this check
+        (a replay after ``verify``'s) does not download them again."""
 
     def size(self, hash_: str, kind: str) -> int | None:
         """The object's size in bytes, or None when it is missing."""
@@ -111,6 +119,10 @@ class LocalStore:
 
     def fetch(self, hash_: str, kind: str) -> Path:
         return self.path(hash_, kind)
+
+    def download(self, hash_: str, kind: str) -> bool | None:
+        path = self.path(hash_, kind)
+        return str(physical_hash(path)) == hash_ if path.is_file() else None
 
     def size(self, hash_: str, kind: str) -> int | None:
         try:

@@ -87,8 +87,15 @@ class FileSystemStore:
 
     def fetch(self, hash_: str, kind: str) -> Path:
         path = self.cache / folder_of(kind) / hash_
-        if path.exists():
-            return path
+        if not path.exists() and self.download(hash_, kind) is False:
+            raise StoreError(
+                f"data store {self.shown}: object {folder_of(kind)}/{hash_} does not "
+                "match its hash (run `reconcile verify --integrity`)"
+            )
+        return path  # a missing object: the caller's read reports it as a missing file
+
+    def download(self, hash_: str, kind: str) -> bool | None:
+        path = self.cache / folder_of(kind) / hash_
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".pending-{secrets.token_hex(8)}"
         hasher = hashlib.sha3_256()
@@ -98,16 +105,13 @@ class FileSystemStore:
                     hasher.update(chunk)
                     out.write(chunk)
             if Multihash.from_digest(hasher.digest()) != hash_:
-                raise StoreError(
-                    f"data store {self.shown}: object {folder_of(kind)}/{hash_} does not "
-                    "match its hash (run `reconcile verify --integrity`)"
-                )
+                return False
             os.replace(tmp, path)
+            return True
         except FileNotFoundError:
-            pass  # a missing object: the caller's read reports it as a missing file
+            return None
         finally:
             tmp.unlink(missing_ok=True)
-        return path
 
     def adopt(self, source: Path, hash_: str, kind: str) -> None:
         """Keep a file just stored as the cached copy of its object (moved, not copied)."""

@@ -101,6 +101,10 @@ class FolderUntilMoved:
         kept = self.folder.fetch(hash_, kind)
         return kept if not path.exists() and kept.is_file() else path
 
+    def download(self, hash_: str, kind: str) -> bool | None:
+        found = self.store.download(hash_, kind)
+        return found if found is not None else self.folder.download(hash_, kind)
+
     def size(self, hash_: str, kind: str) -> int | None:
         size = self.store.size(hash_, kind)
         return size if size is not None else self.folder.size(hash_, kind)

@@ -20,19 +20,23 @@ from .store import CONCURRENT_READS, DataStore
 _CHUNK = 1 << 20
 
 
-def intact_objects(store: DataStore, named: dict[str, int]) -> dict[str, int]:
+def intact_objects(store: DataStore, named: dict[str, int], keep: bool = False) -> dict[str, int]:
     """The paths among ``named`` (``data/<hash>`` or ``checkpoints/<hash>``, with the size
-    their block records) whose object is listed with that size and hashes to its name."""
+    their block records) whose object is listed with that size and hashes to its name.
+    ``keep``: the objects read are kept in the store's cache (``DataStore.download``),
+    for a replay that reads them next; otherwise a full check of a large store would
+    copy all of it to the local disk."""
     listed = store.sizes()
     candidates = [path for path, size in named.items() if listed.get(path) == size]
     with ThreadPoolExecutor(max_workers=CONCURRENT_READS) as pool:
-        intact = list(pool.map(lambda path: _intact(store, path), candidates))
+        intact = list(pool.map(lambda path: _intact(store, path, keep), candidates))
     return {path: named[path] for path, ok in zip(candidates, intact, strict=True) if ok}
 
 
-def _intact(store: DataStore, path: str) -> bool:
+def _intact(store: DataStore, path: str, keep: bool) -> bool:
     folder, _, hash_ = path.partition("/")
-    return hashes_to_its_name(store, hash_, "data" if folder == "data" else "checkpoint")
+    kind = "data" if folder == "data" else "checkpoint"
+    return bool(store.download(hash_, kind)) if keep else hashes_to_its_name(store, hash_, kind)
 
 
 def hashes_to_its_name(store: DataStore, hash_: str, kind: str) -> bool:
