@@ -45,7 +45,14 @@ from .lock import repository_lock
 from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
 from .multiformat import DatasetId, Multihash
 from .names import name_problem
-from .store import CONCURRENT_READS, DataStore, LocalStore, MissingObjectError, folder_of
+from .store import (
+    CONCURRENT_READS,
+    DataStore,
+    LocalStore,
+    MissingObjectError,
+    folder_of,
+    fsync_dir,
+)
 from .store_move import FolderUntilMoved
 from .timestamps import Timestamp
 
@@ -103,15 +110,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 @dataclass(frozen=True)
@@ -400,7 +399,7 @@ class Dataset:
                 raise HeadMovedError(self.root, expected_head, actual)
             if target is None:
                 self.layout.head_ref.unlink()
-                _fsync_dir(self.layout.refs)
+                fsync_dir(self.layout.refs)
             else:
                 write_atomic(self.layout.head_ref, target.encode("ascii"))
             if self._journal is not None:  # an enclosing scope rolls back from here on
@@ -522,7 +521,7 @@ class Dataset:
                 os.replace(tmp, target)
             finally:
                 tmp.unlink(missing_ok=True)
-            _fsync_dir(folder)
+            fsync_dir(folder)
         return hash_, size
 
     def discard(self) -> None:
@@ -601,7 +600,7 @@ class OdfRepository:
         if target.exists():
             os.rename(target, aside)
         os.rename(staged.root, target)
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         shutil.rmtree(aside, ignore_errors=True)
 
     def discard(self, staged: Dataset) -> None:

@@ -157,6 +157,7 @@ class LocalStore:
 
 
 def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in ``path`` survive a crash of the machine."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
