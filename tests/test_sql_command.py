@@ -148,6 +148,31 @@ def test_csv_quotes_what_it_must_and_keeps_null_apart_from_empty(
     assert out.read_text() == "".join(expected.splitlines(keepends=True)[:2])
 
 
+def test_every_row_is_streamed_from_sparks_tasks_in_the_querys_order(
+    root: Path, tmp_path: Path
+) -> None:
+    """CSV, JSON and Parquet give every row, written by Spark's tasks and read back a
+    batch at a time; a join's two columns of one name are fine in CSV, refused where
+    names must differ, and nothing is left behind either way."""
+    query = (
+        f"SELECT s.id, p.id, s.offset FROM `{STOCK}` AS s JOIN `{PRICES}` AS p USING (id)"
+        " ORDER BY s.offset DESC"
+    )
+    as_csv = sql(root, "--format", "csv", query)
+    assert (as_csv.exit_code, as_csv.stderr) == (0, "")
+    assert as_csv.stdout == "id,id,offset\nb,b,4\nb,b,3\na,a,2\nb,b,1\na,a,0\n"
+    for output_format in ("json", "parquet"):
+        out = tmp_path / f"result.{output_format}"
+        refused = sql(root, "--format", output_format, "--out", str(out), query)
+        assert (refused.exit_code, refused.stdout, refused.stderr) == (
+            1,
+            "",
+            "error: the result has more than one column named `id`; rename them with AS\n",
+        )
+    assert list(tmp_path.iterdir()) == []
+    assert list((root / ".reconcile-cache" / "work").iterdir()) == []
+
+
 def test_json_is_one_object_per_row_with_exact_decimals_and_utc_times(root: Path) -> None:
     result = sql(root, "--format", "json", f"SELECT * FROM `{PRICES}`")
     assert (result.exit_code, result.stderr) == (0, "")

@@ -8,8 +8,18 @@ from pathlib import Path
 from ..config import ConfigError
 from ..engine.errors import describe
 from ..engine.session import EngineUnavailableError
-from ..inspection.sql import TABLE_LIMIT, SqlError, render, run_sql, save
+from ..inspection.sql import (
+    TABLE_LIMIT,
+    SqlError,
+    export,
+    render_table,
+    run_sql,
+    save_text,
+    stream_sql,
+    text_chunks,
+)
 from ..lineage.graph import lineage_graph
+from ..writer.scratch import scratch_dir
 from .common import JavaNotFound, Session, fail, selection
 from .options import SqlFormat
 
@@ -31,15 +41,25 @@ def run(
     if select:  # the lineage graph costs a read of every manifest: only when asked
         graph = {n: node.inputs for n, node in lineage_graph(session.config).nodes.items()}
         names = selection(graph, select)
-    is_table = output_format is SqlFormat.TABLE
     try:
         spark = session.spark()
-        rows = TABLE_LIMIT if limit is None and is_table else limit
-        result = run_sql(spark, session.odf, query, rows, count_total=is_table, names=names)
-        if out is None:
-            sys.stdout.write(render(result, output_format.value))
-        else:
-            save(result, output_format.value, out)
+        if output_format is SqlFormat.TABLE:
+            rows = TABLE_LIMIT if limit is None else limit
+            result = run_sql(spark, session.odf, query, rows, count_total=True, names=names)
+            if out is None:
+                sys.stdout.write(render_table(result))
+            else:
+                save_text(render_table(result), out)
+            return
+        # Every row: written by Spark's tasks and streamed, never collected whole.
+        with scratch_dir(session.config.work_dir, "sql-") as scratch:
+            streamed = stream_sql(spark, session.odf, query, Path(scratch), limit, names)
+            if out is not None:
+                export(streamed, output_format.value, out)
+            else:
+                sys.stdout.writelines(
+                    text_chunks(streamed.schema.names, streamed.batches, output_format.value)
+                )
     except (SqlError, ConfigError, EngineUnavailableError, JavaNotFound) as e:
         raise fail(f"error: {e}") from None
     except Exception as e:  # reported, never a traceback; nothing was written

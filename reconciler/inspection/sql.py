@@ -38,7 +38,7 @@ import os
 import re
 import secrets
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 
 TABLE_LIMIT = 100
 """Rows the table shows unless told otherwise; the other formats give every row."""
+
+_PARQUET_GROUP_ROWS = 1 << 16
 
 _STEP_PREFIX = f"step `{OUTPUT_STEP}`: "
 # query_check's words for a statement that is not a query, written for transform steps
@@ -114,6 +116,42 @@ def run_sql(
         return SqlResult(table.slice(0, limit), total)
     except Exception as e:  # raised by the JVM while running: ANSI errors, missing files
         raise SqlError(first_line(str(e), type(e).__name__)) from None
+
+
+@dataclass(frozen=True)
+class StreamedResult:
+    """A whole result, read a batch at a time from the files Spark's tasks wrote
+    (``writer.result_parts``); ``batches`` can be read once."""
+
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+
+
+def stream_sql(
+    spark: SparkSession,
+    repo: OdfRepository,
+    query: str,
+    scratch: Path,
+    limit: int | None = None,
+    names: Collection[str] | None = None,
+) -> StreamedResult:
+    """Run ``query`` (its first ``limit`` rows, when given) with every row written by
+    Spark's tasks beneath ``scratch``, which must outlive the batches' reading: the
+    driver never holds more than a batch of the result, so an export is not bounded by
+    its memory. The query has run when this returns: its errors are raised here, before
+    anything is written."""
+    from ..writer.result_parts import read_parts, write_parts
+    from ..writer.slice_files import collected_schema
+
+    frame = analyse(spark, repo, query, names)
+    if limit is not None:
+        frame = frame.limit(limit)
+    schema = collected_schema(frame)
+    try:
+        paths = write_parts(frame, scratch)
+    except Exception as e:  # raised by the JVM while running: ANSI errors, missing files
+        raise SqlError(first_line(str(e), type(e).__name__)) from None
+    return StreamedResult(schema, read_parts(paths, schema))
 
 
 def analyse(
@@ -183,18 +221,6 @@ def _dataset_frame(spark: SparkSession, dataset: Dataset) -> DataFrame | None:
 # Rendering
 
 
-def render(result: SqlResult, output_format: str) -> str:
-    """The result as text in ``output_format`` (table, csv or json)."""
-    renderers: Mapping[str, Callable[[SqlResult], str]] = {
-        "table": render_table,
-        "csv": render_csv,
-        "json": render_json,
-    }
-    if output_format not in renderers:
-        raise SqlError(f"{output_format} is not a text format")
-    return renderers[output_format](result)
-
-
 def render_table(result: SqlResult) -> str:
     """An aligned text table: header, rule, rows, and a line with the row count.
 
@@ -232,41 +258,70 @@ def _count_line(result: SqlResult) -> str:
     return "(1 row)" if shown == 1 else f"({shown} rows)"
 
 
-def render_csv(result: SqlResult) -> str:
-    """RFC 4180 CSV with a header line and ``\\n`` line ends; NULL is an empty field."""
-    table = result.table
-    lines = [",".join(_csv_field(name) for name in table.column_names)]
-    lines.extend(",".join(_csv_cell(v) for v in row) for row in _rows(table))
-    return "\n".join(lines) + "\n"
-
-
-def render_json(result: SqlResult) -> str:
-    """Newline-delimited JSON: one object per row, keys in column order."""
-    table = result.table
-    names = _distinct_names(table)
-    lines = []
-    for row in _rows(table):
-        record = dict(zip(names, (_json_value(v) for v in row), strict=True))
-        lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-    return "".join(line + "\n" for line in lines)
-
-
-def save(result: SqlResult, output_format: str, path: Path) -> None:
-    """Write the result to ``path`` whole or not at all (through a temporary file).
-
-    Parquet is written by pyarrow from the Arrow table Spark returned, as one file.
-    """
-    if output_format == "parquet":
-        _distinct_names(result.table)
-        data = None
+def text_chunks(
+    names: list[str], batches: Iterable[pa.RecordBatch], output_format: str
+) -> Iterator[str]:
+    """The rows of ``batches`` as ``csv`` (RFC 4180, a header line, ``\\n`` line ends, NULL
+    an empty field) or ``json`` (newline-delimited, one object per row, keys in column
+    order), a chunk of text per batch, so a whole result never sits in memory."""
+    if output_format == "csv":
+        yield ",".join(_csv_field(name) for name in names) + "\n"
+        for batch in batches:
+            yield "".join(",".join(_csv_cell(v) for v in row) + "\n" for row in _rows(batch))
+    elif output_format == "json":
+        keys = _distinct_names(names)
+        for batch in batches:
+            yield "".join(
+                json.dumps(
+                    dict(zip(keys, (_json_value(v) for v in row), strict=True)),
+                    ensure_ascii=False,
+                    separators=(",", ":"),
+                )
+                + "\n"
+                for row in _rows(batch)
+            )
     else:
-        data = render(result, output_format).encode("utf-8")
+        raise SqlError(f"{output_format} is not a text format")
+
+
+def save_text(text: str, path: Path) -> None:
+    """Write ``text`` to ``path`` whole or not at all."""
+    _write_atomically(path, lambda tmp: tmp.write_bytes(text.encode("utf-8")))
+
+
+def export(result: StreamedResult, output_format: str, path: Path) -> None:
+    """Write a streamed result to ``path`` as ``csv``, ``json`` or ``parquet``, whole or
+    not at all, a batch at a time. Parquet is one file with the result's Arrow schema,
+    in row groups of ``_PARQUET_GROUP_ROWS`` rows."""
+    if output_format != "parquet":
+        chunks = text_chunks(result.schema.names, result.batches, output_format)
+
+        def write_text(tmp: Path) -> None:
+            with tmp.open("w", encoding="utf-8", newline="") as out:
+                out.writelines(chunks)
+
+        _write_atomically(path, write_text)
+        return
+    _distinct_names(result.schema.names)
+
+    from ..writer.sorted_runs import rechunked
+
+    def write_parquet(tmp: Path) -> None:
+        # Spark's batches hold 10,000 rows at most: row groups too small to read well.
+        tables = (pa.Table.from_batches([batch]) for batch in result.batches)
+        with pq.ParquetWriter(tmp, result.schema) as writer:
+            for group in rechunked(tables, _PARQUET_GROUP_ROWS):
+                writer.write_table(group)
+
+    _write_atomically(path, write_parquet)
+
+
+def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """``write`` a temporary file beside ``path``, then move it there: a failure leaves
+    neither a partial file nor the temporary one."""
     tmp = path.parent / f".{path.name}.pending-{secrets.token_hex(4)}"
     try:
-        if data is None:
-            pq.write_table(result.table, tmp)
-        else:
-            tmp.write_bytes(data)
+        write(tmp)
         os.replace(tmp, path)
     except (OSError, pa.ArrowException) as e:
         raise SqlError(f"cannot write {path}: {e}") from None
@@ -274,9 +329,8 @@ def save(result: SqlResult, output_format: str, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _distinct_names(table: pa.Table) -> list[str]:
+def _distinct_names(names: list[str]) -> list[str]:
     """Column names, which JSON objects and Parquet files need distinct."""
-    names: list[str] = table.column_names
     seen: set[str] = set()
     for name in names:
         if name in seen:
@@ -287,13 +341,13 @@ def _distinct_names(table: pa.Table) -> list[str]:
     return names
 
 
-def _rows(table: pa.Table) -> Iterable[tuple[Any, ...]]:
+def _rows(table: pa.Table | pa.RecordBatch) -> Iterable[tuple[Any, ...]]:
     """Rows as tuples of plain Python values, by position (names may repeat)."""
     columns = [_plain_column(column) for column in table.columns]
     return zip(*columns, strict=True) if columns else iter(())
 
 
-def _plain_column(column: pa.ChunkedArray) -> list[Any]:
+def _plain_column(column: pa.ChunkedArray | pa.Array) -> list[Any]:
     return [_plain(value, column.type) for value in column.to_pylist()]
 
 

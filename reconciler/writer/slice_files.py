@@ -172,7 +172,7 @@ def write_partitions(frame: DataFrame, outputs: Sequence[Output]) -> list[Writte
         index = context.partitionId()
         yield _write_partition(batches, plans[index], index)
 
-    results = _map_in_arrow(frame, task).collect()
+    results = map_in_arrow(frame, task).collect()
     return _outcomes(plans, [r.asDict() for r in results])
 
 
@@ -238,12 +238,12 @@ def write_sorted(
         # The runs stay until the query ends: a retried task reads them again.
         yield _write_partition(rechunked(merge_runs(paths, keys)), plans[index], index)
 
-    sorted_runs = _map_in_arrow(
+    sorted_runs = map_in_arrow(
         selected.sortWithinPartitions(F.col(_OUTPUT), *[F.col(k).asc_nulls_first() for k in keys]),
         sort_task,
         _RUNS,
     )
-    merged = _map_in_arrow(sorted_runs.repartitionById(len(plans), F.col("output")), merge_task)
+    merged = map_in_arrow(sorted_runs.repartitionById(len(plans), F.col("output")), merge_task)
     try:
         results = merged.collect()
     finally:
@@ -320,7 +320,7 @@ def sorted_by_output(
     return frame.repartitionById(outputs, output).sortWithinPartitions(*order)
 
 
-def _map_in_arrow(
+def map_in_arrow(
     frame: DataFrame,
     task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
     returns: str = _SUMMARY,
