@@ -135,11 +135,6 @@ def slice_dictionary(vocab: models.DatasetVocabulary) -> list[str]:
     return [vocab.operation_type_column, vocab.system_time_column]
 
 
-def read_file(path: Path) -> pa.Table:
-    """Read a slice or checkpoint with the Arrow schema embedded in it."""
-    return pq.read_table(path)
-
-
 def max_event_time(column: pa.ChunkedArray | pa.Array) -> Timestamp | None:
     """The largest event time in a column (a DATE counts as midnight UTC), or None."""
     if len(column) == 0 or column.null_count == len(column):
