@@ -147,6 +147,17 @@ def test_a_standalone_cluster_gives_the_same_results_as_local_mode(
         "org.example.valued: valid (7 block(s), 1 transform(s) replayed)",
         "3 datasets: 3 valid in N s",
     ]
+    # An export's rows are written by the executors and read back by the driver.
+    query = "SELECT id, value FROM `org.example.valued` ORDER BY id"
+    exported = subprocess.run(
+        [*command, "sql", "--format", "csv", query],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert (exported.returncode, exported.stdout) == (0, "id,value\na,3.0\nb,6.0\nc,3.5\n")
 
     local = build(tmp_path / "local")
     reconcile(local.root, ts("2026-01-01T00:00:00Z"))
