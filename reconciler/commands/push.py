@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -13,6 +13,7 @@ from ..apply.outcome import Outcome, Status
 from ..engine.errors import describe
 from ..ingest.pull import push_file
 from ..odf.lock import RepositoryLockedError
+from ..writer.scratch import scratch_dir
 from .common import JavaNotFound, Session, duration, existing, fail
 from .progress import describe as describe_outcome
 
@@ -21,11 +22,14 @@ def run(session: Session, name: str, file: str, source: str | None) -> None:
     """One line: what the push wrote, and how long it took."""
     dataset = existing(session, name)
     began = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="odf-stdin-") as tmp:
+    # Standard input is copied to a file a chunk at a time (it may be larger than
+    # memory), in the run's working folder, which a cluster's executors reach too.
+    with scratch_dir(session.config.work_dir, "stdin-") as tmp:
         path = Path(file)
         if file == "-":
             path = Path(tmp) / "stdin"
-            path.write_bytes(sys.stdin.buffer.read())
+            with path.open("wb") as copy:
+                shutil.copyfileobj(sys.stdin.buffer, copy, 1 << 20)
         elif not path.is_file():
             raise fail(f"error: {file}: no such file")
         session.check_store()
