@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import json
+import shutil
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -117,7 +118,8 @@ def shapefile_to_ndjson(archive: Path, sub_path: str | None, scratch: Path, out:
                 raise GeoFormatError(f"{shp} has no .dbf file beside it in the archive")
             base = scratch / "shape"
             for suffix, member in {".shp": shp, **members}.items():
-                base.with_suffix(suffix).write_bytes(zipped.read(member))
+                with zipped.open(member) as src, base.with_suffix(suffix).open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)  # a chunk at a time, never whole
     except zipfile.BadZipFile as e:
         raise GeoFormatError(f"not a zip archive: {e}") from None
     count = 0
