@@ -16,7 +16,6 @@ from ..inspection.sql import (
     run_sql,
     save_text,
     stream_sql,
-    text_chunks,
 )
 from ..lineage.graph import lineage_graph
 from ..writer.scratch import scratch_dir
@@ -53,13 +52,14 @@ def run(
             return
         # Every row: written by Spark's tasks and streamed, never collected whole.
         with scratch_dir(session.config.work_dir, "sql-") as scratch:
-            streamed = stream_sql(spark, session.odf, query, Path(scratch), limit, names)
+            fmt = output_format.value
+            streamed = stream_sql(spark, session.odf, query, Path(scratch), fmt, limit, names)
             if out is not None:
-                export(streamed, output_format.value, out)
+                export(streamed, out)
             else:
-                sys.stdout.writelines(
-                    text_chunks(streamed.schema.names, streamed.batches, output_format.value)
-                )
+                sys.stdout.flush()
+                streamed.write_text(sys.stdout.buffer)
+                sys.stdout.buffer.flush()
     except (SqlError, ConfigError, EngineUnavailableError, JavaNotFound) as e:
         raise fail(f"error: {e}") from None
     except Exception as e:  # reported, never a traceback; nothing was written

@@ -37,11 +37,13 @@ import math
 import os
 import re
 import secrets
+import shutil
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -120,11 +122,23 @@ def run_sql(
 
 @dataclass(frozen=True)
 class StreamedResult:
-    """A whole result, read a batch at a time from the files Spark's tasks wrote
-    (``writer.result_parts``); ``batches`` can be read once."""
+    """A whole result, in the files Spark's tasks wrote it to (``writer.result_parts``):
+    rendered rows for a text format, Arrow batches for Parquet. Each part is removed
+    once copied out, so a result can be written once."""
 
     schema: pa.Schema
-    batches: Iterator[pa.RecordBatch]
+    output_format: str
+    parts: list[Path]
+
+    def write_text(self, out: BinaryIO) -> None:
+        """CSV's header, then each part's bytes in order, as its task rendered them."""
+        if self.output_format == "csv":
+            header = ",".join(_csv_field(name) for name in self.schema.names)
+            out.write((header + "\n").encode("utf-8"))
+        for part in self.parts:
+            with part.open("rb") as rendered:
+                shutil.copyfileobj(rendered, out, 1 << 20)
+            part.unlink()
 
 
 def stream_sql(
@@ -132,26 +146,52 @@ def stream_sql(
     repo: OdfRepository,
     query: str,
     scratch: Path,
+    output_format: str,
     limit: int | None = None,
     names: Collection[str] | None = None,
 ) -> StreamedResult:
     """Run ``query`` (its first ``limit`` rows, when given) with every row written by
-    Spark's tasks beneath ``scratch``, which must outlive the batches' reading: the
-    driver never holds more than a batch of the result, so an export is not bounded by
-    its memory. The query has run when this returns: its errors are raised here, before
-    anything is written."""
-    from ..writer.result_parts import read_parts, write_parts
+    Spark's tasks beneath ``scratch``, which must outlive the result: rendered as
+    ``csv`` or ``json`` by the tasks themselves, in parallel, or as Arrow for
+    ``parquet``. The driver never holds more than a batch of the result, so an export
+    is not bounded by its memory. The query has run when this returns: its errors are
+    raised here, before anything is written."""
+    from ..writer.result_parts import write_parts
     from ..writer.slice_files import collected_schema
 
+    if output_format not in ("csv", "json", "parquet"):
+        raise SqlError(f"{output_format} cannot be streamed")
     frame = analyse(spark, repo, query, names)
+    if output_format != "csv":  # JSON keys and Parquet columns: CSV takes any header
+        _distinct_names(frame.columns)
     if limit is not None:
         frame = frame.limit(limit)
     schema = collected_schema(frame)
+    render = None if output_format == "parquet" else partial(_rendered, output_format, schema)
     try:
-        paths = write_parts(frame, scratch)
+        parts = write_parts(frame, scratch, render)
     except Exception as e:  # raised by the JVM while running: ANSI errors, missing files
         raise SqlError(first_line(str(e), type(e).__name__)) from None
-    return StreamedResult(schema, read_parts(paths, schema))
+    return StreamedResult(schema, output_format, parts)
+
+
+def _rendered(output_format: str, schema: pa.Schema, batch: pa.RecordBatch) -> bytes:
+    """A batch's rows as CSV lines (RFC 4180, ``\\n`` line ends, NULL an empty field)
+    or newline-delimited JSON objects (keys in column order), in a Spark task."""
+    if output_format == "csv":
+        text = "".join(",".join(_csv_cell(v) for v in row) + "\n" for row in _rows(batch))
+    else:
+        keys = schema.names
+        text = "".join(
+            json.dumps(
+                dict(zip(keys, (_json_value(v) for v in row), strict=True)),
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            + "\n"
+            for row in _rows(batch)
+        )
+    return text.encode("utf-8")
 
 
 def analyse(
@@ -258,62 +298,31 @@ def _count_line(result: SqlResult) -> str:
     return "(1 row)" if shown == 1 else f"({shown} rows)"
 
 
-def text_chunks(
-    names: list[str], batches: Iterable[pa.RecordBatch], output_format: str
-) -> Iterator[str]:
-    """The rows of ``batches`` as ``csv`` (RFC 4180, a header line, ``\\n`` line ends, NULL
-    an empty field) or ``json`` (newline-delimited, one object per row, keys in column
-    order), a chunk of text per batch, so a whole result never sits in memory."""
-    if output_format == "csv":
-        yield ",".join(_csv_field(name) for name in names) + "\n"
-        for batch in batches:
-            yield "".join(",".join(_csv_cell(v) for v in row) + "\n" for row in _rows(batch))
-    elif output_format == "json":
-        keys = _distinct_names(names)
-        for batch in batches:
-            yield "".join(
-                json.dumps(
-                    dict(zip(keys, (_json_value(v) for v in row), strict=True)),
-                    ensure_ascii=False,
-                    separators=(",", ":"),
-                )
-                + "\n"
-                for row in _rows(batch)
-            )
-    else:
-        raise SqlError(f"{output_format} is not a text format")
-
-
 def save_text(text: str, path: Path) -> None:
     """Write ``text`` to ``path`` whole or not at all."""
     _write_atomically(path, lambda tmp: tmp.write_bytes(text.encode("utf-8")))
 
 
-def export(result: StreamedResult, output_format: str, path: Path) -> None:
-    """Write a streamed result to ``path`` as ``csv``, ``json`` or ``parquet``, whole or
-    not at all, a batch at a time. Parquet is one file with the result's Arrow schema,
-    in row groups of ``_PARQUET_GROUP_ROWS`` rows."""
-    if output_format != "parquet":
-        chunks = text_chunks(result.schema.names, result.batches, output_format)
-
-        def write_text(tmp: Path) -> None:
-            with tmp.open("w", encoding="utf-8", newline="") as out:
-                out.writelines(chunks)
-
-        _write_atomically(path, write_text)
-        return
-    _distinct_names(result.schema.names)
-
+def export(result: StreamedResult, path: Path) -> None:
+    """Write a streamed result to ``path``, whole or not at all, a part or a batch at a
+    time. Parquet is one file with the result's Arrow schema, in row groups of
+    ``_PARQUET_GROUP_ROWS`` rows (Spark's batches, of 10,000 rows at most, would make
+    row groups too small to read well)."""
+    from ..writer.result_parts import read_parts
     from ..writer.sorted_runs import rechunked
 
     def write_parquet(tmp: Path) -> None:
-        # Spark's batches hold 10,000 rows at most: row groups too small to read well.
-        tables = (pa.Table.from_batches([batch]) for batch in result.batches)
+        batches = read_parts(result.parts, result.schema)
+        tables = (pa.Table.from_batches([batch]) for batch in batches)
         with pq.ParquetWriter(tmp, result.schema) as writer:
             for group in rechunked(tables, _PARQUET_GROUP_ROWS):
                 writer.write_table(group)
 
-    _write_atomically(path, write_parquet)
+    def write_text(tmp: Path) -> None:
+        with tmp.open("wb") as out:
+            result.write_text(out)
+
+    _write_atomically(path, write_parquet if result.output_format == "parquet" else write_text)
 
 
 def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:

@@ -17,7 +17,7 @@ as for slices (``writer.scratch``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,10 +30,14 @@ _PARTS = "part INT, path STRING"
 _PARTS_SCHEMA = pa.schema([("part", pa.int32()), ("path", pa.string())])
 
 
-def write_parts(frame: DataFrame, directory: Path) -> list[Path]:
-    """Run ``frame`` and write each non-empty partition as ``directory/<part>-<attempt>.arrow``;
-    the files, in partition order. Runs one Spark job (and whatever the query needs
-    before it, such as a sort's sampling), and raises what the query raises."""
+def write_parts(
+    frame: DataFrame, directory: Path, render: Callable[[pa.RecordBatch], bytes] | None = None
+) -> list[Path]:
+    """Run ``frame`` and write each non-empty partition as ``directory/<part>-<attempt>``:
+    Arrow IPC, or, given ``render``, the bytes it makes of each batch (a text format's
+    rows, rendered by the tasks in parallel). The files, in partition order. Runs one
+    Spark job (and whatever the query needs before it, such as a sort's sampling), and
+    raises what the query raises."""
     positional = frame.toDF(*[f"_{i}" for i in range(len(frame.columns))])
     folder = str(directory)
 
@@ -41,25 +45,46 @@ def write_parts(frame: DataFrame, directory: Path) -> list[Path]:
         context = TaskContext.get()
         assert context is not None, "runs in a Spark task"
         part = context.partitionId()
-        path = f"{folder}/{part:05d}-{context.attemptNumber()}.arrow"  # a retry: a new file
-        writer = None
-        try:
-            for batch in batches:
-                if batch.num_rows:
-                    writer = writer or pa.ipc.new_file(path, batch.schema)
-                    writer.write_batch(batch)
-        finally:
-            if writer is not None:
-                writer.close()
-        if writer is not None:
+        path = f"{folder}/{part:05d}-{context.attemptNumber()}"  # a retry: a new file
+        written = _write_rendered(batches, path, render) if render else _write_ipc(batches, path)
+        if written:
             yield pa.RecordBatch.from_pydict({"part": [part], "path": [path]}, _PARTS_SCHEMA)
 
     written = map_in_arrow(positional, task, _PARTS).collect()
     return [Path(row["path"]) for row in sorted(written, key=lambda row: row["part"])]
 
 
+def _write_ipc(batches: Iterator[pa.RecordBatch], path: str) -> bool:
+    writer = None
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                writer = writer or pa.ipc.new_file(path, batch.schema)
+                writer.write_batch(batch)
+    finally:
+        if writer is not None:
+            writer.close()
+    return writer is not None
+
+
+def _write_rendered(
+    batches: Iterator[pa.RecordBatch], path: str, render: Callable[[pa.RecordBatch], bytes]
+) -> bool:
+    out = None
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                out = out or open(path, "wb")  # noqa: SIM115 (closed below)
+                out.write(render(batch))
+    finally:
+        if out is not None:
+            out.close()
+    return out is not None
+
+
 def read_parts(paths: Sequence[Path], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The batches of ``paths`` in order, named and typed by ``schema`` (``collected_schema``);
+    """The batches of Arrow ``paths`` in order, named and typed by ``schema``
+    (``collected_schema``);
     each file is removed once read, so the folder never holds the result twice over."""
     for path in paths:
         with pa.OSFile(str(path)) as source:  # read a batch at a time, never mapped whole
