@@ -161,6 +161,10 @@ def test_every_row_is_streamed_from_sparks_tasks_in_the_querys_order(
     as_csv = sql(root, "--format", "csv", query)
     assert (as_csv.exit_code, as_csv.stderr) == (0, "")
     assert as_csv.stdout == "id,id,offset\nb,b,4\nb,b,3\na,a,2\nb,b,1\na,a,0\n"
+    # A view is its slices in chain order, each in offset order: no sort, and the
+    # parts of the result, one per slice here, are read back in that order.
+    in_order = sql(root, "--format", "csv", f"SELECT offset, op FROM `{STOCK}`")
+    assert (in_order.exit_code, in_order.stdout) == (0, "offset,op\n0,0\n1,0\n2,1\n3,2\n4,3\n")
     for output_format in ("json", "parquet"):
         out = tmp_path / f"result.{output_format}"
         refused = sql(root, "--format", output_format, "--out", str(out), query)

@@ -74,11 +74,25 @@ def rows_in_one_partition(
     equal but the last); ``tests/test_transform_order.py`` holds it to that for any
     split size. Beyond ``MOST_SCANS`` files, the rows are sorted first.
     """
+    return rows_in_offset_order(spark, data_schema, files, offset_column, interval).coalesce(1)
+
+
+def rows_in_offset_order(
+    spark: SparkSession,
+    data_schema: bytes,
+    files: Sequence[Path],
+    offset_column: str,
+    interval: tuple[int, int] | None = None,
+) -> DataFrame:
+    """``stored_rows``' rows in offset order across partitions taken in index order,
+    which is how collecting or streaming a result reads them: up to ``MOST_SCANS``
+    files, each file's scan in chain order, with no sort and no shuffle (see
+    ``rows_in_one_partition``); beyond, sorted."""
     if not files or len(files) > MOST_SCANS:
-        return stored_rows(spark, data_schema, files, offset_column, interval).coalesce(1)
+        return stored_rows(spark, data_schema, files, offset_column, interval)
     schema = from_arrow_schema(decode_arrow_schema(data_schema))
     scans = [_scan(spark, schema, [path], offset_column, interval) for path in files]
-    return reduce(DataFrame.union, scans).coalesce(1)
+    return reduce(DataFrame.union, scans)
 
 
 def _scan(

@@ -179,7 +179,9 @@ def _rendered(output_format: str, schema: pa.Schema, batch: pa.RecordBatch) -> b
     """A batch's rows as CSV lines (RFC 4180, ``\\n`` line ends, NULL an empty field)
     or newline-delimited JSON objects (keys in column order), in a Spark task."""
     if output_format == "csv":
-        text = "".join(",".join(_csv_cell(v) for v in row) + "\n" for row in _rows(batch))
+        from .csv_columns import csv_fields, csv_lines
+
+        text = csv_lines([csv_fields(column, csv_cells) for column in batch.columns])
     else:
         keys = schema.names
         text = "".join(
@@ -240,10 +242,11 @@ def dataset_views(
 def _dataset_frame(spark: SparkSession, dataset: Dataset) -> DataFrame | None:
     """The dataset's rows typed by its SetDataSchema, or None before its first data.
 
-    Offsets grow with the chain, so ordering by offset gives the rows as written; Spark
-    drops the sort where the query does not need it (under an aggregation, say).
+    Offsets grow with the chain, and each slice is in offset order, so the slices' rows
+    read in chain order are in offset order, with no sort (up to ``MOST_SCANS`` slices:
+    a view of a million rows was sorted, shuffling every row, before each export).
     """
-    from ..engine.stored_rows import stored_rows
+    from ..engine.stored_rows import rows_in_offset_order
 
     state = dataset.state()
     if state.data_schema is None:
@@ -255,7 +258,7 @@ def _dataset_frame(spark: SparkSession, dataset: Dataset) -> DataFrame | None:
         and event.new_data is not None
     ]
     files = dataset.layout.data_files_to_read(hashes[::-1])
-    return stored_rows(spark, state.data_schema, files, state.vocabulary().offset_column)
+    return rows_in_offset_order(spark, state.data_schema, files, state.vocabulary().offset_column)
 
 
 # Rendering
@@ -428,6 +431,12 @@ def _scalar(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return bytes(value).hex()
     return str(value)
+
+
+def csv_cells(column: pa.Array) -> list[str]:
+    """A column's CSV fields, value by value: what ``csv_columns`` falls back to, and
+    what it is held to."""
+    return [_csv_cell(value) for value in _plain_column(column)]
 
 
 def _csv_cell(value: Any) -> str:
