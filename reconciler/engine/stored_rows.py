@@ -26,7 +26,7 @@ from ..odf.arrow_schema import decode_arrow_schema
 from .frames import as_read, column
 
 MOST_SCANS = 16
-"""``rows_in_one_partition`` reads up to this many files as a scan each; more files are
+"""``rows_in_offset_order`` reads up to this many files as a scan each; more files are
 sorted instead, since each scan costs the driver planning time (about 15 ms a file)
 that soon outweighs sorting rows that are already nearly in order."""
 
