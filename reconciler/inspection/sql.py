@@ -178,21 +178,13 @@ def stream_sql(
 def _rendered(output_format: str, schema: pa.Schema, batch: pa.RecordBatch) -> bytes:
     """A batch's rows as CSV lines (RFC 4180, ``\\n`` line ends, NULL an empty field)
     or newline-delimited JSON objects (keys in column order), in a Spark task."""
-    if output_format == "csv":
-        from .csv_columns import csv_fields, csv_lines
+    from .text_columns import csv_fields, csv_lines, json_lines, json_values
 
+    if output_format == "csv":
         text = csv_lines([csv_fields(column, csv_cells) for column in batch.columns])
     else:
-        keys = schema.names
-        text = "".join(
-            json.dumps(
-                dict(zip(keys, (_json_value(v) for v in row), strict=True)),
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-            + "\n"
-            for row in _rows(batch)
-        )
+        values = [json_values(column, json_texts) for column in batch.columns]
+        text = json_lines(schema.names, values)
     return text.encode("utf-8")
 
 
@@ -434,9 +426,17 @@ def _scalar(value: Any) -> Any:
 
 
 def csv_cells(column: pa.Array) -> list[str]:
-    """A column's CSV fields, value by value: what ``csv_columns`` falls back to, and
+    """A column's CSV fields, value by value: what ``text_columns`` falls back to, and
     what it is held to."""
     return [_csv_cell(value) for value in _plain_column(column)]
+
+
+def json_texts(column: pa.Array) -> list[str]:
+    """A column's JSON values, value by value, as ``text_columns`` falls back to."""
+    return [
+        json.dumps(_json_value(value), ensure_ascii=False, separators=(",", ":"))
+        for value in _plain_column(column)
+    ]
 
 
 def _csv_cell(value: Any) -> str:

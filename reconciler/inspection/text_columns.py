@@ -1,17 +1,20 @@
-"""CSV fields of a whole Arrow column at once, for ``reconcile sql``'s exports.
+"""CSV fields and JSON values of a whole Arrow column at once, for ``reconcile sql``'s
+exports.
 
 An export renders every row, and rendering value by value in Python cost about 26 µs a
 row of six columns: a million rows took half a minute. The common types are rendered
 here by Arrow's compute kernels a column at a time, to exactly the text the value by
-value rendering gives (``sql._csv_cell``, which ``tests/test_sql_csv_columns.py`` holds
-this module to); every other type, and values outside what the kernels render the same
-way (years before 1000 or after 9999, time zones other than UTC), still go value by
-value through ``fallback``.
+value rendering gives (``sql.csv_cells`` and ``sql.json_texts``, which
+``tests/test_sql_text_columns.py`` holds this module to); every other type, and values
+outside what the kernels render the same way (years before 1000 or after 9999, time
+zones other than UTC, decimals Arrow would write with an exponent, strings JSON must
+escape), still go value by value through ``fallback``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -25,6 +28,9 @@ _END_MICROS = (dt.datetime(9999, 12, 31, 23, 59, 59) - dt.datetime(1970, 1, 1)) 
 _FIRST_DAY = (dt.date(1000, 1, 1) - dt.date(1970, 1, 1)).days
 _END_DAY = (dt.date(9999, 12, 31) - dt.date(1970, 1, 1)).days
 _SPECIAL = '[",\r\n]'
+_JSON_ESCAPED = '[\\x00-\\x1f"\\\\]'
+"""What ``json.dumps`` escapes in a string besides non-ASCII, which it keeps as it is
+(``ensure_ascii=False``): control characters, the quote and the backslash."""
 
 
 def csv_fields(column: pa.Array, fallback: Callable[[pa.Array], list[str]]) -> pa.Array:
@@ -46,10 +52,45 @@ def csv_lines(columns: list[pa.Array]) -> str:
     return "".join(line + "\n" for line in lines.to_pylist())
 
 
+def json_values(column: pa.Array, fallback: Callable[[pa.Array], list[str]]) -> pa.Array:
+    """``column``'s values as JSON texts (a string array without nulls): ``null``,
+    numbers and booleans as themselves, strings quoted, and decimals, dates and times as
+    the strings of their text. ``fallback`` renders a column the kernels do not, value by
+    value."""
+    type_ = column.type
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        text = column.cast(pa.string())
+        if pc.any(pc.match_substring_regex(text, _JSON_ESCAPED)).as_py():
+            return pa.array(fallback(column), pa.string())
+        return pc.fill_null(_in_quotes(text), "null")
+    text = _kernel_text(column)
+    if text is None:
+        return pa.array(fallback(column), pa.string())
+    plain = pa.types.is_integer(type_) or pa.types.is_boolean(type_)
+    return pc.fill_null(text if plain else _in_quotes(text), "null")
+
+
+def json_lines(names: list[str], columns: list[pa.Array]) -> str:
+    """Rows of JSON values (``json_values``) as objects keyed by ``names``, in order,
+    one a line."""
+    pieces: list[pa.Array | str] = []
+    for index, (name, values) in enumerate(zip(names, columns, strict=True)):
+        pieces += [
+            ("{" if index == 0 else ",") + json.dumps(name, ensure_ascii=False) + ":",
+            values,
+        ]
+    lines = pc.binary_join_element_wise(*pieces, "}\n", "")
+    return "".join(lines.to_pylist())
+
+
+def _in_quotes(text: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise('"', text, '"', "")
+
+
 def _quoted(text: pa.Array) -> pa.Array:
     must = pc.or_(pc.equal(text, ""), pc.match_substring_regex(text, _SPECIAL))
     doubled = pc.replace_substring(text, '"', '""')
-    return pc.if_else(must, pc.binary_join_element_wise('"', doubled, '"', ""), text)
+    return pc.if_else(must, _in_quotes(doubled), text)
 
 
 def _kernel_text(column: pa.Array) -> pa.Array | None:

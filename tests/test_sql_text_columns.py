@@ -1,6 +1,7 @@
-"""CSV fields rendered a column at a time (``csv_columns``) are exactly those rendered
-value by value (``sql.csv_cells``), for every type and for the edges of each: the export
-path may not change one byte of what ``reconcile sql --format csv`` prints."""
+"""CSV fields and JSON values rendered a column at a time (``text_columns``) are exactly
+those rendered value by value (``sql.csv_cells``, ``sql.json_texts``), for every type and
+for the edges of each: the export path may not change one byte of what
+``reconcile sql --format csv|json`` prints."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from reconciler.inspection.csv_columns import csv_fields, csv_lines
-from reconciler.inspection.sql import csv_cells
+from reconciler.inspection.sql import csv_cells, json_texts
+from reconciler.inspection.text_columns import csv_fields, csv_lines, json_lines, json_values
 
 UTC = dt.UTC
 
@@ -59,6 +60,7 @@ COLUMNS = {
         ["plain", "", None, "a,b", 'say "hi"', "two\nlines", "cr\rhere", " spaced ", "ünï 字"]
     ),
     "large_string": pa.array(["x,y", "", None], pa.large_string()),
+    "string_escaped": pa.array(['a "quote"', "back\\slash", "tab\there", "\x01", "ok"]),
     "float": pa.array([0.1, 1e16, float("nan"), float("inf"), -0.0, None], pa.float64()),
     "binary": pa.array([b"\x00\xff", b"", None]),
     "list": pa.array([[1, 2], [], None]),
@@ -71,6 +73,7 @@ COLUMNS = {
 def test_a_column_renders_as_its_values_do_one_by_one(name: str) -> None:
     column = COLUMNS[name]
     assert csv_fields(column, csv_cells).to_pylist() == csv_cells(column)
+    assert json_values(column, json_texts).to_pylist() == json_texts(column)
 
 
 def test_the_fields_are_exact() -> None:
@@ -112,3 +115,29 @@ def test_rows_are_lines_of_fields() -> None:
         csv_fields(pa.array(["a,b", "", None]), csv_cells),
     ]
     assert csv_lines(columns) == '1,"a,b"\n,""\n3,\n'
+
+
+def test_json_values_are_exact() -> None:
+    assert json_values(COLUMNS["decimal"], json_texts).to_pylist() == [
+        '"18.90"',
+        '"-0.05"',
+        '"0.00"',
+        "null",
+    ]
+    assert json_values(COLUMNS["int8"], json_texts).to_pylist() == ["-128", "127", "0", "null"]
+    assert json_values(COLUMNS["string"], json_texts).to_pylist()[:3] == ['"plain"', '""', "null"]
+    assert json_values(COLUMNS["string_escaped"], json_texts).to_pylist() == [
+        '"a \\"quote\\""',
+        '"back\\\\slash"',
+        '"tab\\there"',
+        '"\\u0001"',
+        '"ok"',
+    ]
+
+
+def test_json_rows_are_objects_in_column_order() -> None:
+    columns = [
+        json_values(pa.array([1, None]), json_texts),
+        json_values(pa.array(["a,b", ""]), json_texts),
+    ]
+    assert json_lines(["n", 'é"x'], columns) == '{"n":1,"é\\"x":"a,b"}\n{"n":null,"é\\"x":""}\n'
