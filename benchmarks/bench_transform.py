@@ -304,7 +304,7 @@ def baselines(
                 frame.createOrReplaceTempView(view)
                 output = spark.sql(query)
                 if variant == "handover":
-                    counted = slice_files._map_in_arrow(output.coalesce(1), _count_rows)
+                    counted = slice_files.map_in_arrow(output.coalesce(1), _count_rows)
                     rows = counted.collect()[0]["rows"]
                 else:
                     (output.coalesce(1) if variant == "one" else output).write.parquet(str(target))

@@ -116,7 +116,7 @@ def test_a_snapshot_run_writes_both_files_in_one_query_as_two_queries_did(
     tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queries: list[int] = []
-    real = slice_files._map_in_arrow
+    real = slice_files.map_in_arrow
 
     def counted(
         frame: DataFrame, task: Callable[..., Iterator[pa.RecordBatch]], *returns: str
@@ -124,7 +124,7 @@ def test_a_snapshot_run_writes_both_files_in_one_query_as_two_queries_did(
         queries[-1] += 1
         return real(frame, task, *returns)
 
-    monkeypatch.setattr(slice_files, "_map_in_arrow", counted)
+    monkeypatch.setattr(slice_files, "map_in_arrow", counted)
     (tmp_path / "in").mkdir()
     dataset = _snapshot_dataset(tmp_path)
     context = IngestContext(spark=lambda: spark, base_dir=tmp_path, env={}, system_time=SYSTEM_TIME)

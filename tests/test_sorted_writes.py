@@ -50,7 +50,7 @@ def _frame(spark: SparkSession) -> DataFrame:
 
 def _calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = slice_files._map_in_arrow
+    real = slice_files.map_in_arrow
 
     def counted(
         frame: DataFrame, task: Callable[..., Iterator[pa.RecordBatch]], *returns: str
@@ -58,7 +58,7 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(1)
         return real(frame, task, *returns)
 
-    monkeypatch.setattr(slice_files, "_map_in_arrow", counted)
+    monkeypatch.setattr(slice_files, "map_in_arrow", counted)
     return calls
 
 
