@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,10 +198,10 @@ def named_objects(dataset: Dataset) -> list[tuple[str, str]]:
     return named
 
 
-def logical_hashes(root: Path) -> dict[str, list[str]]:
+def logical_hashes(root: Path, names: Sequence[str] = (ROOT, DERIVED)) -> dict[str, list[str]]:
     repo = RepoConfig.load(root).repository()
     found: dict[str, list[str]] = {}
-    for name in (ROOT, DERIVED):
+    for name in names:
         for _, block in repo.dataset(name).iter_blocks():
             event = block.event
             if isinstance(event, models.AddData | models.ExecuteTransform) and event.new_data:
@@ -416,9 +416,28 @@ def test_an_object_already_stored_is_not_uploaded_again(
     assert store.size(hash_, "data") == len(b"same bytes")
 
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted(p.stem for p in (REPO_ROOT / "datasets").glob("*.yaml"))
+
+
+def bundled_examples(root: Path, data_store: str | None, endpoint: str | None) -> None:
+    """The README's example datasets, their sources and policies, storing data in
+    ``data_store`` (None: the dataset folders)."""
+    GitOpsRepo.create(root)
+    for folder in ("datasets", "sources", "policies"):
+        shutil.copytree(REPO_ROOT / folder, root / folder, dirs_exist_ok=True)
+    settings = "[tool.reconciler]\n"
+    if data_store is not None:
+        settings += f'data_store = "{data_store}"\n'
+    if endpoint is not None:
+        settings += f'\n[tool.reconciler.s3]\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
+    (root / "pyproject.toml").write_text(settings)
+
+
 def test_the_same_logical_hashes_wherever_the_data_lives(
     tmp_path: Path, spark: SparkSession, credentials: S3Server
 ) -> None:
+    """The bundled examples (three roots, three derivatives) in each kind of store."""
     stores = {
         "dataset folder": None,
         "another folder": "../data-store",
@@ -428,16 +447,20 @@ def test_the_same_logical_hashes_wherever_the_data_lives(
     for label, setting in stores.items():
         root = tmp_path / label.replace(" ", "-") / "repo"
         endpoint = credentials.endpoint if label == "s3" else None
-        make_repo(root, setting, endpoint)
-        apply(root, "2026-01-01T06:00:00Z")
-        found[label] = logical_hashes(root)
+        bundled_examples(root, setting, endpoint)
+        apply(root, "2026-11-21T06:00:00Z")
+        found[label] = logical_hashes(root, EXAMPLES)
         if setting is not None:
             assert stored_files(root) == []
         assert cli(root, "verify", "--integrity").exit_code == 0
     folder = tmp_path / "another-folder" / "data-store"
-    assert sorted(p.parent.name for p in folder.rglob("*") if p.is_file())
+    assert sorted({p.parent.name for p in folder.rglob("*") if p.is_file()}) == [
+        "checkpoints",
+        "data",
+    ]
     assert found["dataset folder"] == found["another folder"] == found["s3"]
-    assert set(found["dataset folder"]) == {ROOT, DERIVED}
+    assert sorted(found["dataset folder"]) == EXAMPLES
+    assert len(EXAMPLES) == 6
 
 
 def _move_into(root: Path, setting: str, endpoint: str | None) -> None:
