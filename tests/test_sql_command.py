@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import hashlib
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -175,6 +177,22 @@ def test_every_row_is_streamed_from_sparks_tasks_in_the_querys_order(
         )
     assert list(tmp_path.iterdir()) == []
     assert list((root / ".reconcile-cache" / "work").iterdir()) == []
+
+
+def test_a_reader_that_stops_early_ends_the_export_quietly(root: Path) -> None:
+    """``reconcile sql … | head``: no error line and no traceback, and the status of a
+    process killed by SIGPIPE (141), as git's commands end."""
+    query = f"SELECT explode(sequence(1, 100000)) AS n FROM `{STOCK}`"  # 500,000 rows
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(root), "sql", "--format", "csv", query],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline() == b"n\n"
+    process.stdout.close()
+    assert process.wait(timeout=300) == 141
+    assert process.stderr.read() == b""
 
 
 def test_json_is_one_object_per_row_with_exact_decimals_and_utc_times(root: Path) -> None:

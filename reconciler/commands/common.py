@@ -16,6 +16,8 @@ Exit codes are part of the interface CI scripts depend on:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 import time
@@ -48,6 +50,9 @@ EXIT_FAILED = 1
 EXIT_CHANGES = 2
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""A reader that closed standard output early (``reconcile sql … | head``): no message,
+and the status of a process killed by SIGPIPE, as git's and coreutils' commands end."""
 
 JAVA_MISSING = (
     "Java was not found: install a Java 17 runtime "
@@ -288,6 +293,9 @@ class ReconcileGroup(TyperGroup):
             raise
         except KeyboardInterrupt:
             raise fail("interrupted", EXIT_INTERRUPTED) from None
+        except BrokenPipeError:
+            _discard_stdout()
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except Exception as e:
             if isinstance(ctx.obj, Session) and ctx.obj.verbose:
                 raise
@@ -296,3 +304,11 @@ class ReconcileGroup(TyperGroup):
             if isinstance(e, StoreError):  # credentials or network, not a defect: no hint
                 raise fail(f"error: {e}") from None
             raise fail(f"error: {describe(e)} (run with -v for details)") from None
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what
+    is still buffered does not fail again on the closed pipe and print a warning."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

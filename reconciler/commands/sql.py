@@ -62,6 +62,8 @@ def run(
                 sys.stdout.buffer.flush()
     except (SqlError, ConfigError, EngineUnavailableError, JavaNotFound) as e:
         raise fail(f"error: {e}") from None
+    except BrokenPipeError:
+        raise  # the reader has gone: quietly (``ReconcileGroup``)
     except Exception as e:  # reported, never a traceback; nothing was written
         if session.verbose:
             raise
