@@ -1,13 +1,14 @@
-"""A query's whole result, written by Spark tasks as Arrow files and read back by batch.
+"""A query's whole result, written by Spark's tasks in parts the driver copies out.
 
 ``reconcile sql`` exports whole datasets (``--format parquet --out``, CSV, JSON), and
 collecting such a result into the driver, as its table's first hundred rows are, needs
 the whole result in the driver's memory at once: an export of a dataset larger than the
 driver fails however large the cluster is. Instead each Spark task writes its partition
-of the result, in that partition's order, as an Arrow IPC file, and the driver reads
-the files in partition order, one record batch at a time. That is the order collecting
-gives (partitions in index order, each in its own order), and the types are the ones
-collecting gives too: the same conversion of Spark's rows to Arrow.
+of the result, in that partition's order, to a file of its own: the rows rendered as
+text by the task itself (CSV, JSON), or Arrow IPC (Parquet, which the driver writes as
+one file, a batch at a time). The driver takes the parts in partition order: the order
+collecting gives (partitions in index order, each in its own order), and with the types
+collecting gives, the same conversion of Spark's rows to Arrow.
 
 A result may name two columns alike (``SELECT a.id, b.id``, which CSV allows), and a
 task is handed its columns by name, so the tasks see positional names, and each batch
@@ -83,9 +84,9 @@ def _write_rendered(
 
 
 def read_parts(paths: Sequence[Path], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The batches of Arrow ``paths`` in order, named and typed by ``schema``
-    (``collected_schema``);
-    each file is removed once read, so the folder never holds the result twice over."""
+    """The batches of Arrow ``paths`` in order, named and typed by ``schema`` (what
+    ``collected_schema`` gives); each file is removed once read, so that an export
+    never holds the result on disk twice over."""
     for path in paths:
         with pa.OSFile(str(path)) as source:  # read a batch at a time, never mapped whole
             reader = pa.ipc.open_file(source)
