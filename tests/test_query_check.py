@@ -3,9 +3,11 @@ session's settings. Tests that must not touch the shared session run in a subpro
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -351,6 +353,7 @@ def test_settings_default_without_pyproject(tmp_path: Path) -> None:
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
         "spark.ui.enabled": "false",
         "spark.sql.runSQLOnFiles": "false",
+        "spark.sql.warehouse.dir": f"{tempfile.gettempdir()}/odf-reconciler-{os.getuid()}/spark-warehouse",
     }
 
 

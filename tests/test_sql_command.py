@@ -195,6 +195,22 @@ def test_a_reader_that_stops_early_ends_the_export_quietly(root: Path) -> None:
     assert process.stderr.read() == b""
 
 
+def test_a_misspelt_dataset_leaves_nothing_in_the_repository(root: Path) -> None:
+    """Looking up a table it does not know makes Spark create its catalog's folder in
+    the working directory, unless told where: not in the user's repository."""
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "sql", "SELECT * FROM `org.example.stok`"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("error: [TABLE_OR_VIEW_NOT_FOUND] The table or view")
+    assert not (root / "spark-warehouse").exists()
+
+
 def test_json_is_one_object_per_row_with_exact_decimals_and_utc_times(root: Path) -> None:
     result = sql(root, "--format", "json", f"SELECT * FROM `{PRICES}`")
     assert (result.exit_code, result.stderr) == (0, "")

@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -49,6 +50,13 @@ FIXED_CONF: Mapping[str, str] = {
     # Queries reach only their declared inputs (DESIGN, Engine): no `parquet.`/path``
     # tables, which would also make query analysis read files from the runner.
     "spark.sql.runSQLOnFiles": "false",
+    # Spark makes its catalog's default database folder on the first lookup of a table
+    # it does not know (a misspelt dataset name), in the working directory: the user's
+    # repository. No table is ever created (the sandbox allows queries only), so the
+    # folder goes to the system's temporary one instead.
+    "spark.sql.warehouse.dir": str(
+        Path(tempfile.gettempdir()) / f"odf-reconciler-{os.getuid()}" / "spark-warehouse"
+    ),
 }
 
 # Defaults a repository may override in its conf table.
