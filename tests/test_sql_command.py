@@ -265,6 +265,18 @@ def test_parquet_is_one_file_written_from_sparks_arrow_result(root: Path, tmp_pa
         (2, 0, at, day, "c", None),
     ]
 
+    nowhere = tmp_path / "no" / "such" / "folder.parquet"
+    refused = sql(root, "--format", "parquet", "--out", str(nowhere), f"SELECT * FROM `{PRICES}`")
+    assert (refused.exit_code, refused.stderr) == (
+        1,
+        f"error: cannot write {nowhere}: no folder {nowhere.parent}\n",
+    )
+    folder = sql(root, "--format", "csv", "--out", str(tmp_path), f"SELECT * FROM `{PRICES}`")
+    assert (folder.exit_code, folder.stderr) == (
+        1,
+        f"error: cannot write {tmp_path}: Is a directory\n",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prices.parquet"]
     missing = sql(root, "--format", "parquet", f"SELECT * FROM `{PRICES}`")
     assert (missing.exit_code, missing.stderr) == (1, "error: --format parquet needs --out FILE\n")
 

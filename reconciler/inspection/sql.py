@@ -328,7 +328,8 @@ def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:
         write(tmp)
         os.replace(tmp, path)
     except (OSError, pa.ArrowException) as e:
-        raise SqlError(f"cannot write {path}: {e}") from None
+        cause = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise SqlError(f"cannot write {path}: {cause}") from None  # not the temporary's name
     finally:
         tmp.unlink(missing_ok=True)
 
