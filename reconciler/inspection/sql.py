@@ -61,6 +61,7 @@ TABLE_LIMIT = 100
 """Rows the table shows unless told otherwise; the other formats give every row."""
 
 _PARQUET_GROUP_ROWS = 1 << 16
+"""Rows per row group of an exported Parquet file: what the driver holds at a time."""
 
 _STEP_PREFIX = f"step `{OUTPUT_STEP}`: "
 # query_check's words for a statement that is not a query, written for transform steps
@@ -163,7 +164,7 @@ def stream_sql(
         raise SqlError(f"{output_format} cannot be streamed")
     frame = analyse(spark, repo, query, names)
     if output_format != "csv":  # JSON keys and Parquet columns: CSV takes any header
-        _distinct_names(frame.columns)
+        _require_distinct(frame.columns)
     if limit is not None:
         frame = frame.limit(limit)
     schema = collected_schema(frame)
@@ -334,8 +335,9 @@ def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _distinct_names(names: list[str]) -> list[str]:
-    """Column names, which JSON objects and Parquet files need distinct."""
+def _require_distinct(names: list[str]) -> None:
+    """Refuse a result whose columns share a name: JSON objects and Parquet files need
+    them distinct."""
     seen: set[str] = set()
     for name in names:
         if name in seen:
@@ -343,7 +345,6 @@ def _distinct_names(names: list[str]) -> list[str]:
                 f"the result has more than one column named `{name}`; rename them with AS"
             )
         seen.add(name)
-    return names
 
 
 def _rows(table: pa.Table | pa.RecordBatch) -> Iterable[tuple[Any, ...]]:
