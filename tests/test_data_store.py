@@ -499,9 +499,12 @@ def test_a_repository_moves_its_data_out_of_git_into_a_store(
         for files in (by_dataset[ROOT], by_dataset[DERIVED])
     ]
     # Until apply moves them, every reader finds the files in the dataset folders, and
-    # the store's listing (empty) is read with theirs.
+    # the store's listing (empty) is read with theirs; a replay reads them there too.
     assert cli(root, "verify", "--integrity").exit_code == 0
     assert cli(root, "verify", "--integrity", "--no-download").exit_code == 0
+    replayed = cli(root, "verify")
+    assert replayed.exit_code == 0, replayed.output
+    assert f"{DERIVED}: valid (7 block(s), 1 transform(s) replayed)" in replayed.output
 
     (root / "sources" / "2.csv").write_text(CSV2)
     moved = apply(root, "2026-01-02T06:00:00Z")
