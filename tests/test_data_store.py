@@ -147,16 +147,22 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
 
 
-def make_repo(root: Path, data_store: str | None, endpoint: str | None = None) -> GitOpsRepo:
-    """A root (an Append of ``sources/*.csv``) and a derivative of it, storing data in
-    ``data_store`` (None: the default, the dataset folders)."""
-    repo = GitOpsRepo.create(root)
+def write_settings(root: Path, data_store: str | None, endpoint: str | None) -> None:
+    """``pyproject.toml`` storing data in ``data_store`` (None: the dataset folders),
+    with the S3 server at ``endpoint`` when given."""
     settings = "[tool.reconciler]\n"
     if data_store is not None:
         settings += f'data_store = "{data_store}"\n'
     if endpoint is not None:
         settings += f'\n[tool.reconciler.s3]\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
     (root / "pyproject.toml").write_text(settings)
+
+
+def make_repo(root: Path, data_store: str | None, endpoint: str | None = None) -> GitOpsRepo:
+    """A root (an Append of ``sources/*.csv``) and a derivative of it, storing data in
+    ``data_store`` (None: the default, the dataset folders)."""
+    repo = GitOpsRepo.create(root)
+    write_settings(root, data_store, endpoint)
     events = root_events(schema="[day DATE, id STRING, qty BIGINT]", extra=VOCAB)
     repo.write(ROOT, manifest(ROOT, "Root", events))
     derivative(repo, DERIVED, [ROOT], f"SELECT day, id, qty * 2 AS qty2 FROM `{ROOT}`")
@@ -426,12 +432,7 @@ def bundled_examples(root: Path, data_store: str | None, endpoint: str | None) -
     GitOpsRepo.create(root)
     for folder in ("datasets", "sources", "policies"):
         shutil.copytree(REPO_ROOT / folder, root / folder, dirs_exist_ok=True)
-    settings = "[tool.reconciler]\n"
-    if data_store is not None:
-        settings += f'data_store = "{data_store}"\n'
-    if endpoint is not None:
-        settings += f'\n[tool.reconciler.s3]\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
-    (root / "pyproject.toml").write_text(settings)
+    write_settings(root, data_store, endpoint)
 
 
 def test_the_same_logical_hashes_wherever_the_data_lives(

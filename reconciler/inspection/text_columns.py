@@ -22,9 +22,7 @@ import pyarrow.compute as pc
 
 _MICROS = 1_000_000
 _FIRST_MICROS = (dt.datetime(1000, 1, 1) - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
-_END_MICROS = (dt.datetime(9999, 12, 31, 23, 59, 59) - dt.datetime(1970, 1, 1)) // dt.timedelta(
-    microseconds=1
-)
+_END_MICROS = (dt.datetime.max - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
 _FIRST_DAY = (dt.date(1000, 1, 1) - dt.date(1970, 1, 1)).days
 _END_DAY = (dt.date(9999, 12, 31) - dt.date(1970, 1, 1)).days
 _SPECIAL = '[",\r\n]'
