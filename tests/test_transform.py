@@ -145,8 +145,9 @@ def test_a_failing_query_stops_only_its_downstream(tmp_path: Path) -> None:
     (repo.root / "prices" / "1.csv").write_text("day,id,price\n2020-01-01,a,1.5\n")
     results = {r.dataset: r for r in reconcile(repo.root, T1)}
     assert results["org.example.broken"].status is Status.FAILED
-    assert results["org.example.broken"].message.startswith(
+    assert results["org.example.broken"].message == (
         "transform failed: ArithmeticException: [DIVIDE_BY_ZERO] Division by zero."
+        " Use `try_divide` to tolerate divisor being 0 and return NULL instead."
     )
     assert (results["org.example.after"].status, results["org.example.after"].message) == (
         Status.SKIPPED,

@@ -3,7 +3,11 @@
 An error raised through py4j carries the JVM's stack trace, and an analysis error the
 analysed plan or the SQL echoed back; the first line says what went wrong. Spark also
 ends that line with ``SQLSTATE: <code>``, which means nothing to the reader of a plan
-or a run report. Every place that reports an engine error uses this one reduction, so
+or a run report. Nor does its advice to turn ANSI mode off "to bypass this error": the
+reconciler fixes ANSI mode on (``engine.session.FIXED_CONF``, so that a bad cast fails
+rather than writing NULL into a chain), and refuses a setting that turns it off, so
+that advice is dropped too (Spark's other advice, such as ``try_divide``, is kept: it
+works). Every place that reports an engine error uses this one reduction, so
 the same failure reads the same in ``--plan``, ``reconcile`` and ``reconcile sql``.
 ``describe`` gives any error, engine or not, as one line for a run report.
 """
@@ -13,13 +17,16 @@ from __future__ import annotations
 import re
 
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
+_ANSI_ADVICE = re.compile(
+    r'\s*If necessary set "spark\.sql\.ansi\.enabled" to "false" to bypass this error\.'
+)
 
 
 def first_line(text: str, fallback: str = "") -> str:
-    """The first non-empty line of ``text`` without a trailing SQLSTATE; ``fallback``
-    when there is none."""
+    """The first non-empty line of ``text`` without a trailing SQLSTATE or the advice
+    to turn ANSI mode off; ``fallback`` when there is none."""
     lines = text.strip().splitlines()
-    return _SQLSTATE.sub("", lines[0]) if lines else fallback
+    return _SQLSTATE.sub("", _ANSI_ADVICE.sub("", lines[0])) if lines else fallback
 
 
 def describe(error: BaseException) -> str:
