@@ -208,14 +208,16 @@ def templates(
     return made
 
 
-def kill_at(repo: GitOpsRepo, point: int, marker: Path) -> tuple[int, str]:
-    """Start ``reconcile``, SIGKILL it (and its JVM) once it stops at ``point``; returns
-    its pid and where it stopped."""
+def kill_at(
+    repo: GitOpsRepo, point: int, marker: Path, script: str = KILLABLE_RECONCILE
+) -> tuple[int, str]:
+    """Start ``reconcile`` (``script``, which counts its writes), SIGKILL it (and its
+    JVM) once it stops at ``point``; returns its pid and where it stopped."""
     process = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            KILLABLE_RECONCILE,
+            script,
             str(repo.odf.root),
             str(point),
             str(marker),
