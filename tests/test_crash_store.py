@@ -1,24 +1,23 @@
-"""A run that stores its data in a folder outside git, killed with SIGKILL while it
-stores a file and just after, leaves valid chains, and the next run finishes the work
-exactly once.
+"""A run that stores its data outside git, killed with SIGKILL while it stores a file
+and just after, leaves valid chains, and the next run finishes the work exactly once.
 
 ``test_crash_kill`` kills runs whose data lives in the dataset folders. Here the data
-and checkpoint files go to a folder store (``data_store = "store"``), which a run writes
-through a temporary name and a rename, before any block names the file. The killed
-process stops at a counted write, as there: a rename under ``odf/``, or the store's
-rename of a temporary into its object (counted by wrapping the store's file system), so
+and checkpoint files go to a store, which a run writes before any block names the file:
+a folder (``data_store = "store"``), written through a temporary name and a rename, and
+S3 (the test server, through the production client), where an object appears when its
+upload closes. The killed process stops at a counted write, as there: a rename under
+``odf/``, or the step that puts an object in place in the store (``store_watch``), so
 that these windows are reached on every machine:
 
-* the store holding only a temporary of the file (killed before its rename);
-* the file stored, no block naming it (killed after the rename);
-* the last derivative's file stored, its block not yet written.
+* the first file not yet in place (a folder store holds its complete temporary);
+* that file stored, no block naming it;
+* the last derivative's slice and checkpoint stored, its blocks not yet written.
 
 After the kill every chain must pass ``verify --integrity``; the next run must reach the
 uninterrupted run's heads (the same events, offsets and hashes) and leave the store
-holding exactly the uninterrupted run's files. A temporary of a killed upload is the one
-thing that may stay in the store: it is never read, and it is not removed by the next
-run, since on a store that several clones share it could be another run's upload in
-progress.
+holding exactly the uninterrupted run's objects. A folder store's temporary is the one
+thing that may stay: it is never read, and the next run does not remove it, since on a
+folder that several clones share it could be another run's upload in progress.
 """
 
 from __future__ import annotations
@@ -26,11 +25,13 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from gitops_repo import GitOpsRepo
+from pyarrow import fs as pafs
+from store_watch import watched_init
 from test_crash_kill import (
     KILLABLE_RECONCILE,
     SET_UP,
@@ -40,6 +41,7 @@ from test_crash_kill import (
     kill_at,
     write_manifests,
 )
+from test_data_store import BUCKET, S3Server, isolate_aws, s3_server  # noqa: F401 (a fixture)
 from typer.testing import CliRunner, Result
 
 from reconciler.cli import app
@@ -50,30 +52,16 @@ from reconciler.odf.store_fs import FileSystemStore
 pytestmark = pytest.mark.usefixtures("spark")
 
 A, B, AB, C = TEMPLATE_DATASETS
+PREFIX = "crash"
 
-WATCH_THE_STORE = """
-from reconciler.odf import store_fs
-
-class _Watched:
-    def __init__(self, filesystem):
-        self._filesystem = filesystem
-
-    def __getattr__(self, name):
-        return getattr(self._filesystem, name)
-
-    def move(self, src, dst):
-        point("before store")
-        self._filesystem.move(src, dst)
-        point("after store")
-
-_store_init = store_fs.FileSystemStore.__init__
-store_fs.FileSystemStore.__init__ = lambda self, filesystem, *args, **kwargs: _store_init(
-    self, _Watched(filesystem), *args, **kwargs
-)
-"""
-# The killable reconcile of test_crash_kill, its point() also counting the store's renames.
+# The killable reconcile of test_crash_kill, its point() also counting the store's writes.
 KILLABLE_WITH_STORE = KILLABLE_RECONCILE.replace(
-    "os.replace = replace\n", "os.replace = replace\n" + WATCH_THE_STORE
+    "os.replace = replace\n",
+    "os.replace = replace\n"
+    f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    "from store_watch import watched_init\n"
+    "from reconciler.odf import store_fs\n"
+    "store_fs.FileSystemStore.__init__ = watched_init(point)\n",
 )
 
 
@@ -81,11 +69,51 @@ def cli(root: Path, *args: str) -> Result:
     return CliRunner().invoke(app, ["-C", str(root), *args])
 
 
-def template(root: Path) -> None:
+@dataclass(frozen=True)
+class Store:
+    """Where a template keeps its data: a folder beside the chains, or a prefix of the
+    S3 server's bucket."""
+
+    kind: str
+    server: S3Server | None = None
+
+    def settings(self) -> str:
+        if self.server is None:
+            return '[tool.reconciler]\ndata_store = "store"\n'
+        return (
+            f'[tool.reconciler]\ndata_store = "s3://{BUCKET}/{PREFIX}"\n\n'
+            f'[tool.reconciler.s3]\nendpoint_url = "{self.server.endpoint}"\n'
+            'region = "us-east-1"\n'
+        )
+
+    def contents(self, root: Path) -> tuple[set[str], int]:
+        """The store's objects (``data/<hash>``, ``checkpoints/<hash>``) and how many
+        temporaries it holds."""
+        if self.server is None:
+            base, filesystem = str(root / "store"), pafs.LocalFileSystem()
+        else:
+            base, filesystem = f"{BUCKET}/{PREFIX}", self.server.filesystem()
+        found = filesystem.get_file_info(
+            pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        )
+        names = [f.path.removeprefix(base + "/") for f in found if f.type == pafs.FileType.File]
+        temporaries = sum(1 for name in names if "/.pending-" in name)
+        return {name for name in names if "/.pending-" not in name}, temporaries
+
+    def empty(self) -> None:
+        """Remove what an earlier test stored under the bucket's prefix (the folder
+        store is in each test's own copy)."""
+        if self.server is not None:
+            filesystem = self.server.filesystem()
+            if filesystem.get_file_info(f"{BUCKET}/{PREFIX}").type == pafs.FileType.Directory:
+                filesystem.delete_dir_contents(f"{BUCKET}/{PREFIX}")
+
+
+def template(root: Path, store: Store) -> None:
     """test_crash_kill's data run (an Append and a Ledger root, a join, a map), storing
-    its data in the folder ``store`` beside the chains."""
+    its data in ``store``."""
     repo = GitOpsRepo.create(root)
-    (root / "pyproject.toml").write_text('[tool.reconciler]\ndata_store = "store"\n')
+    (root / "pyproject.toml").write_text(store.settings())
     write_manifests(repo)
     repo.commit("datasets")
     repo.apply(SET_UP)  # metadata only: no data yet
@@ -101,77 +129,64 @@ def heads(root: Path) -> dict[str, Multihash | None]:
     return {name: odf.dataset(name).head() for name in TEMPLATE_DATASETS}
 
 
-def stored(root: Path) -> tuple[set[str], int]:
-    """The store's objects (``data/<hash>``, ``checkpoints/<hash>``) and how many
-    temporaries it holds."""
-    files = [p for p in (root / "store").rglob("*") if p.is_file()]
-    temporaries = sum(1 for p in files if p.name.startswith(".pending-"))
-    objects = {str(p.relative_to(root / "store")) for p in files}
-    return {o for o in objects if ".pending-" not in o}, temporaries
-
-
 class Reference:
     """The uninterrupted run: its heads, its store, and its counted writes in order."""
 
-    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        odf, real_replace, real_init = (
-            (root / "odf").resolve(),
-            os.replace,
-            FileSystemStore.__init__,
-        )
+    def __init__(self, root: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        odf, real_replace = (root / "odf").resolve(), os.replace
         self.points: list[str] = []
-        points = self.points
 
         def replace(src: str, dst: str) -> None:
             target = Path(dst).resolve()
             if odf in target.parents:
-                where = target.relative_to(odf).parent
-                points.extend([f"before {where}", f"after {where}"])
-            real_replace(src, dst)
-
-        class Watched:
-            def __init__(self, filesystem: Any) -> None:
-                self._filesystem = filesystem
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self._filesystem, name)
-
-            def move(self, src: str, dst: str) -> None:
-                self._filesystem.move(src, dst)
-                points.extend(["before store", "after store"])
-
-        def init(store: FileSystemStore, filesystem: Any, *args: Any, **kwargs: Any) -> None:
-            real_init(store, Watched(filesystem), *args, **kwargs)
+                self.points.append(f"before {target.relative_to(odf).parent}")
+                real_replace(src, dst)
+                self.points.append(f"after {target.relative_to(odf).parent}")
+            else:
+                real_replace(src, dst)
 
         with monkeypatch.context() as patched:
             patched.setattr(os, "replace", replace)
-            patched.setattr(FileSystemStore, "__init__", init)
+            patched.setattr(FileSystemStore, "__init__", watched_init(self.points.append))
             result = cli(root, "apply", "--yes", "--system-time", WHEN)
         assert result.exit_code == 0, result.output
         self.heads = heads(root)
-        self.stored = stored(root)
+        self.stored = store.contents(root)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Reference]]:
-    base = tmp_path_factory.mktemp("store-crash")
-    template(base / "template")
-    shutil.copytree(base / "template", base / "uninterrupted")
+@pytest.fixture(scope="module", params=["folder", "s3"])
+def reference(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, Store, Reference]]:
+    """A template for each kind of store, and its uninterrupted run; for S3, the
+    server's credentials in the environment, which a killed run inherits."""
     with pytest.MonkeyPatch.context() as patch:
-        yield base / "template", Reference(base / "uninterrupted", patch)
+        store = Store(request.param)
+        if request.param == "s3":
+            server = request.getfixturevalue("s3_server")
+            patch.setenv("AWS_ACCESS_KEY_ID", server.key)
+            patch.setenv("AWS_SECRET_ACCESS_KEY", server.secret)
+            isolate_aws(patch)
+            store = Store("s3", server)
+            store.empty()
+        base = tmp_path_factory.mktemp(f"store-crash-{request.param}")
+        template(base / "template", store)
+        shutil.copytree(base / "template", base / "uninterrupted")
+        yield base / "template", store, Reference(base / "uninterrupted", store, patch)
 
 
 def stores(count: int) -> list[str]:
-    """The writes of ``count`` files into the store: each a temporary renamed."""
+    """The writes of ``count`` objects into the store: each put in place in one step."""
     return ["before store", "after store"] * count
 
 
 def test_the_uninterrupted_run_stores_every_file_before_a_block_names_it(
-    reference: tuple[Path, Reference],
+    reference: tuple[Path, Store, Reference],
 ) -> None:
     """The kill points below count on this order: each dataset's files (slice, and
     checkpoint where it keeps one) are stored, then its blocks appended."""
-    assert reference[1].points == [
+    expected = reference[2]
+    assert expected.points == [
         *stores(1),
         *appends(A, 2),  # the first slice's schema, then its AddData
         *stores(1),
@@ -183,38 +198,40 @@ def test_the_uninterrupted_run_stores_every_file_before_a_block_names_it(
         *stores(2),
         *appends(C, 2),
     ]
-    objects, temporaries = reference[1].stored
+    objects, temporaries = expected.stored
     assert (len(objects), temporaries) == (8, 0)
     assert sorted(o.split("/")[0] for o in objects) == ["checkpoints"] * 3 + ["data"] * 5
 
 
 def kill_points(points: list[str]) -> list[int]:
-    """The first file still a temporary in the store; that file stored, no block
-    naming it; the map's slice and checkpoint stored, neither named by a block."""
-    last_block = points.index(f"before {C}/blocks")
-    return [1, 2, last_block]
+    """The first file not yet in place in the store; that file stored, no block naming
+    it; the map's slice and checkpoint stored, neither named by a block."""
+    return [1, 2, points.index(f"before {C}/blocks")]
 
 
-@pytest.mark.parametrize("which", range(3), ids=["upload-temporary", "stored-no-block", "last"])
+@pytest.mark.parametrize("which", range(3), ids=["not-in-place", "stored-no-block", "last"])
 def test_a_run_killed_while_storing_is_finished_exactly_once_by_the_next(
-    tmp_path: Path, reference: tuple[Path, Reference], which: int
+    tmp_path: Path, reference: tuple[Path, Store, Reference], which: int
 ) -> None:
-    template_root, expected = reference
+    template_root, store, expected = reference
+    store.empty()
     point = kill_points(expected.points)[which]
     root = tmp_path / "killed"
     shutil.copytree(template_root, root)
     _, stopped_at = kill_at(GitOpsRepo(root), point, tmp_path / "stopped", KILLABLE_WITH_STORE)
     assert stopped_at == expected.points[point - 1]
-    objects, temporaries = stored(root)
-    assert temporaries == (1 if which == 0 else 0)
-    assert len(objects) == (0, 1, 8)[which]  # the killed run stored these, no more
+    # A folder store keeps the killed upload's complete temporary; S3 shows nothing
+    # of an upload that did not finish.
+    temporary = 1 if which == 0 and store.kind == "folder" else 0
+    objects, temporaries = store.contents(root)
+    assert (len(objects), temporaries) == ((0, 1, 8)[which], temporary)
     verified = cli(root, "verify", "--integrity")
     assert verified.exit_code == 0, verified.output
 
     finished = cli(root, "apply", "--yes", "--system-time", WHEN)
     assert finished.exit_code == 0, finished.output
     assert heads(root) == expected.heads
-    assert stored(root) == (expected.stored[0], temporaries)
+    assert store.contents(root) == (expected.stored[0], temporary)
     verified = cli(root, "verify", "--integrity")
     assert verified.exit_code == 0, verified.output
     again = cli(root, "apply", "--yes", "--system-time", WHEN)

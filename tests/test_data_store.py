@@ -135,11 +135,13 @@ def credentials(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Serve
     """The server's credentials in the environment, and no other AWS configuration."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret)
-    _isolate(monkeypatch)
+    isolate_aws(monkeypatch)
     return s3_server
 
 
-def _isolate(monkeypatch: pytest.MonkeyPatch) -> None:
+def isolate_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No AWS configuration but what the test sets: no profile, no session token, no
+    instance metadata, no configuration or credentials file of the machine."""
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
@@ -232,7 +234,7 @@ def built(
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AWS_ACCESS_KEY_ID", s3_server.key)
         mp.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret)
-        _isolate(mp)
+        isolate_aws(mp)
         root = tmp_path_factory.mktemp("s3store") / "repo"
         prefix = f"{BUCKET}/built"
         make_repo(root, f"s3://{prefix}", s3_server.endpoint)
@@ -367,7 +369,7 @@ def test_a_missing_or_changed_object_is_caught_by_verify(
 def test_bad_credentials_are_one_error_and_nothing_is_written(
     tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, secret: str | None
 ) -> None:
-    _isolate(monkeypatch)
+    isolate_aws(monkeypatch)
     if secret is None:
         monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
         monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
@@ -594,7 +596,7 @@ def test_readers_without_the_stores_credentials_give_one_error(
 ) -> None:
     """A fresh clone (nothing cached) whose credentials are wrong or absent: ``verify``
     and ``sql`` stop with the store's one line, as ``apply`` does, not a crash."""
-    _isolate(monkeypatch)
+    isolate_aws(monkeypatch)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.key)
     if secret is None:
         monkeypatch.delenv("AWS_ACCESS_KEY_ID")
