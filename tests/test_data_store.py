@@ -365,6 +365,32 @@ def test_a_missing_or_changed_object_is_caught_by_verify(
     assert cli(built.root, "verify", "--integrity", ROOT).exit_code == 0
 
 
+def test_verify_tells_of_objects_no_chain_names_and_removes_none(
+    built: Built, s3_server: S3Server, credentials: S3Server
+) -> None:
+    s3 = s3_server.filesystem()
+    stray = f"{built.prefix}/data/f1620{'ab' * 32}"  # named like an object, by no block
+    with s3.open_output_stream(stray) as f:
+        f.write(b"left by a killed run")
+    try:
+        for extra in ([], ["--no-download"]):
+            told = cli(built.root, "verify", "--integrity", *extra)
+            assert told.exit_code == 0, told.output
+            assert told.output.splitlines()[-2] == (
+                f"data store s3://{built.prefix}: 1 object (20 bytes) that no chain names,"
+                " never read: left by a run killed after storing them, or by a deleted or"
+                " recreated dataset"
+            )
+        # One dataset checked says nothing of the store: the others' chains were not read.
+        one = cli(built.root, "verify", "--integrity", ROOT)
+        assert (one.exit_code, "no chain names" in one.output) == (0, False)
+        assert s3.get_file_info(stray).type == pafs.FileType.File  # told, not removed
+    finally:
+        s3.delete_file(stray)
+    clean = cli(built.root, "verify", "--integrity")
+    assert (clean.exit_code, "no chain names" in clean.output) == (0, False)
+
+
 @pytest.mark.parametrize("secret", ["wrong", None], ids=["wrong", "missing"])
 def test_bad_credentials_are_one_error_and_nothing_is_written(
     tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, secret: str | None

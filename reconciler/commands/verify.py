@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -27,6 +28,9 @@ from .common import (
 )
 from .options import OutputFormat
 from .results import RunResult, verified
+
+if TYPE_CHECKING:
+    from ..odf.repository import OdfRepository
 
 
 def run(
@@ -88,6 +92,9 @@ def run(
     except KeyboardInterrupt:
         result.interrupted, code = True, EXIT_INTERRUPTED
         result.error = "interrupted: verify writes nothing"
+    everything = base is None and sorted(checked) == sorted(repo.names())
+    if everything and code == EXIT_OK and all(v.valid for v in verdicts):
+        _report_unnamed(session, repo, verdicts, as_json)
     if base is not None:
         blocks, files = sum(v.blocks for v in verdicts), sum(v.files for v in verdicts)
         session.say(
@@ -97,6 +104,30 @@ def run(
             err=as_json,
         )
     _finish(session, result, verdicts, code, as_json)
+
+
+def _report_unnamed(
+    session: Session, repo: OdfRepository, verdicts: list[Verdict], as_json: bool
+) -> None:
+    """After every chain checked and valid: the objects of a data store outside git that
+    no chain names, from the listing the check made (no request more). Told, never
+    removed: another clone's run may have stored one for a block not pushed yet."""
+    if repo.store is None:  # the dataset folders: a run removes what no block names
+        return
+    from ..odf.store import StoreError
+    from ..odf.store_verify import unnamed_objects
+
+    try:
+        unnamed = unnamed_objects(repo.store, (v.named for v in verdicts))
+    except StoreError:  # the check itself reported what it could not reach
+        return
+    if unnamed:
+        session.say(
+            f"data store {repo.store.shown}: {count(len(unnamed), 'object')} "
+            f"({sum(unnamed.values()):,} bytes) that no chain names, never read: left by a "
+            "run killed after storing them, or by a deleted or recreated dataset",
+            err=as_json,
+        )
 
 
 def _finish(

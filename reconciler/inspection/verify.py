@@ -47,6 +47,8 @@ class Verdict:
     blocks: int = 0
     replayed: int = 0
     files: int = 0
+    named: frozenset[str] = frozenset()
+    """The store's paths the chain names (a full check only): see ``odf.integrity``."""
 
     @property
     def valid(self) -> bool:
@@ -67,7 +69,13 @@ def verify_dataset(
     dataset = repo.dataset(name)
     keep = spark is not None  # a replay reads them
     inspection = inspect_dataset(dataset, keep_blocks=keep, no_download=no_download)
-    verdict = Verdict(name, inspection.problems, inspection.block_count, files=inspection.files)
+    verdict = Verdict(
+        name,
+        inspection.problems,
+        inspection.block_count,
+        files=inspection.files,
+        named=inspection.named,
+    )
     if not verdict.valid or spark is None:
         return verdict
     for state, hash_, block in _transform_runs(inspection.blocks):

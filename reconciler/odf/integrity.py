@@ -64,6 +64,9 @@ class Inspection:
     blocks: list[tuple[Multihash, MetadataBlock]]
     files: int = 0
     block_count: int = 0
+    named: frozenset[str] = frozenset()
+    """The files the chain names (``data/<hash>``, ``checkpoints/<hash>``), after a full
+    inspection: what a data store shared by every dataset must keep for this one."""
 
 
 @dataclass(frozen=True)
@@ -134,11 +137,12 @@ def _inspect(dataset: Dataset, keep_blocks: bool, no_download: bool) -> Inspecti
     problems, files = _check_files(dataset, blocks, derivative, verified, named, by_size)
     kept = cast(list[tuple[Multihash, MetadataBlock]], blocks) if keep_blocks else []
     count = len(blocks)
+    names = frozenset(named[0])
     # The chain's list goes first, so that the blocks not kept are freed with ``parsed``,
     # in the order they were parsed, which is the order they lie in memory: freed along
     # the chain instead, 100,000 of them took 0.13 s, against 0.05 s.
     del blocks
-    return Inspection(problems, kept, files, count)
+    return Inspection(problems, kept, files, count, names)
 
 
 def inspect_change(dataset: Dataset, change: Change) -> Inspection:

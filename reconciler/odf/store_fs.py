@@ -29,6 +29,8 @@ from .store import KINDS, StoreError, folder_of, fsync_dir
 
 _CHUNK = 1 << 20
 _FOLDER = pafs.FileType.Directory
+_PENDING = ".pending-"
+"""The prefix of a temporary: an upload (folder store) or a download not yet renamed."""
 _SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 
 
@@ -78,7 +80,7 @@ class FileSystemStore:
             parent = key.rsplit("/", 1)[0]
             if self.rename:
                 self.filesystem.create_dir(parent, recursive=True)
-            target = f"{parent}/.pending-{secrets.token_hex(8)}" if self.rename else key
+            target = f"{parent}/{_PENDING}{secrets.token_hex(8)}" if self.rename else key
             with open(source, "rb") as src, self.filesystem.open_output_stream(target) as out:
                 while chunk := src.read(_CHUNK):
                     out.write(chunk)
@@ -97,7 +99,7 @@ class FileSystemStore:
     def download(self, hash_: str, kind: str) -> bool | None:
         path = self.cache / folder_of(kind) / hash_
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".pending-{secrets.token_hex(8)}"
+        tmp = path.parent / f"{_PENDING}{secrets.token_hex(8)}"
         hasher = hashlib.sha3_256()
         try:
             with self.open(hash_, kind) as src, open(tmp, "wb") as out:
@@ -139,7 +141,7 @@ class FileSystemStore:
                     folder = f"{self.base}/{folder_of(kind)}"
                     selector = pafs.FileSelector(folder, allow_not_found=True)
                     for info in self.filesystem.get_file_info(selector):
-                        if info.type == pafs.FileType.File:
+                        if info.type == pafs.FileType.File and not _temporary(info.base_name):
                             listed[f"{folder_of(kind)}/{info.base_name}"] = info.size
             self._listed = listed
         return self._listed
@@ -192,8 +194,13 @@ def _same_device(a: Path, folder: Path) -> bool:
     return a.stat().st_dev == folder.stat().st_dev
 
 
+def _temporary(name: str) -> bool:
+    """A folder store's upload not yet renamed into its object (or a killed one's)."""
+    return name.startswith(_PENDING)
+
+
 def _move(source: Path, target: Path) -> None:
-    tmp = target.parent / f".pending-{secrets.token_hex(8)}"
+    tmp = target.parent / f"{_PENDING}{secrets.token_hex(8)}"
     try:
         with open(source, "rb") as src, open(tmp, "wb") as out:
             while chunk := src.read(_CHUNK):

@@ -12,6 +12,7 @@ back to the block-by-block check, which words the problem.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from .multiformat import Multihash
@@ -31,6 +32,18 @@ def intact_objects(store: DataStore, named: dict[str, int], keep: bool = False) 
     with ThreadPoolExecutor(max_workers=CONCURRENT_READS) as pool:
         intact = list(pool.map(lambda path: _intact(store, path, keep), candidates))
     return {path: named[path] for path, ok in zip(candidates, intact, strict=True) if ok}
+
+
+def unnamed_objects(store: DataStore, named: Iterable[frozenset[str]]) -> dict[str, int]:
+    """The store's objects (path: size, from its listing) that none of the chains whose
+    ``named`` paths are given names: every chain of the repository, or the answer means
+    nothing. They are never read. A run killed after storing a file leaves one when its
+    next run writes another (a new system time gives other bytes); a deleted or
+    recreated dataset leaves its files. Another clone's run may also have stored one for
+    a block it has not pushed yet, so being unnamed here does not make an object safe
+    to delete."""
+    kept = frozenset().union(*named)
+    return {path: size for path, size in store.sizes().items() if path not in kept}
 
 
 def _intact(store: DataStore, path: str, keep: bool) -> bool:
