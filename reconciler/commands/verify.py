@@ -92,7 +92,7 @@ def run(
     except KeyboardInterrupt:
         result.interrupted, code = True, EXIT_INTERRUPTED
         result.error = "interrupted: verify writes nothing"
-    everything = base is None and sorted(checked) == sorted(repo.names())
+    everything = base is None and set(checked) == set(repo.names())
     if everything and code == EXIT_OK and all(v.valid for v in verdicts):
         _report_unnamed(session, repo, verdicts, as_json)
     if base is not None:

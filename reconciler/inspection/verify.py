@@ -20,6 +20,7 @@ a pull request is as untrusted as a manifest.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,7 +48,7 @@ class Verdict:
     blocks: int = 0
     replayed: int = 0
     files: int = 0
-    named: frozenset[str] = frozenset()
+    named: AbstractSet[str] = frozenset()
     """The store's paths the chain names (a full check only): see ``odf.integrity``."""
 
     @property

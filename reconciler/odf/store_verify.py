@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 
 from .multiformat import Multihash
@@ -34,7 +35,7 @@ def intact_objects(store: DataStore, named: dict[str, int], keep: bool = False) 
     return {path: named[path] for path, ok in zip(candidates, intact, strict=True) if ok}
 
 
-def unnamed_objects(store: DataStore, named: Iterable[frozenset[str]]) -> dict[str, int]:
+def unnamed_objects(store: DataStore, named: Iterable[AbstractSet[str]]) -> dict[str, int]:
     """The store's objects (path: size, from its listing) that none of the chains whose
     ``named`` paths are given names: every chain of the repository, or the answer means
     nothing. They are never read. A run killed after storing a file leaves one when its
@@ -42,7 +43,7 @@ def unnamed_objects(store: DataStore, named: Iterable[frozenset[str]]) -> dict[s
     recreated dataset leaves its files. Another clone's run may also have stored one for
     a block it has not pushed yet, so being unnamed here does not make an object safe
     to delete."""
-    kept = frozenset().union(*named)
+    kept: set[str] = set().union(*named)
     return {path: size for path, size in store.sizes().items() if path not in kept}
 
 
