@@ -128,7 +128,7 @@ def determinism_verdicts(repo: GitOpsRepo) -> tuple[list[Verdict], bool]:
 def test_a_non_deterministic_transform_is_a_plan_error_by_default(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    repo = repo_with(tmp_path, "SELECT a, rand() AS r\nFROM `org.example.source`")
+    repo = repo_with(tmp_path, "SELECT event_time, a, rand() AS r\nFROM `org.example.source`")
     verdicts, has_errors = determinism_verdicts(repo)
     assert verdicts == [
         Verdict(
@@ -143,7 +143,9 @@ def test_a_non_deterministic_transform_is_a_plan_error_by_default(
 
 
 def test_a_policy_may_lower_the_rule_to_a_warning(spark: SparkSession, tmp_path: Path) -> None:
-    repo = repo_with(tmp_path, "SELECT a, current_timestamp() AS seen FROM `org.example.source`")
+    repo = repo_with(
+        tmp_path, "SELECT event_time, a, current_timestamp() AS seen FROM `org.example.source`"
+    )
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "determinism.yaml").write_text(
         "rules:\n"
@@ -167,7 +169,7 @@ def test_a_policy_may_lower_the_rule_to_a_warning(spark: SparkSession, tmp_path:
 def test_a_deterministic_transform_has_no_determinism_verdict(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    repo = repo_with(tmp_path, "SELECT a, upper(b) AS b FROM `org.example.source`")
+    repo = repo_with(tmp_path, "SELECT event_time, a, upper(b) AS b FROM `org.example.source`")
     assert determinism_verdicts(repo) == ([], False)
 
 

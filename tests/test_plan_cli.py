@@ -128,6 +128,34 @@ def test_a_changed_query_is_analysed_and_a_bad_one_fails_the_plan_naming_the_dat
     assert "org.example.b" in text and "nope" in text
 
 
+def test_a_query_whose_output_the_run_would_refuse_fails_the_plan(repo: GitOpsRepo) -> None:
+    """The query is valid SQL, but its output has no event time column: the transform
+    would fail at apply, so the plan that approves it fails first, in every format."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.write(
+        "org.example.b",
+        manifest(
+            "org.example.b",
+            "Derivative",
+            derivative_events(["org.example.a"], "SELECT a, b FROM `org.example.a`"),
+        ),
+    )
+    refused = "the query's output has no event time column 'event_time'"
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 1
+    b = next(d for d in document["datasets"] if d["name"] == "org.example.b")
+    assert (b["query"]["ok"], b["query"]["error"]) == (False, refused)
+    errors = [p for p in document["problems"] if p["severity"] == "error"]
+    assert [(p["dataset"], p["message"]) for p in errors] == [
+        ("org.example.b", f"query check failed: {refused}")
+    ]
+    text = reconcile(repo, "plan")
+    assert text.returncode == 1
+    assert f"query check failed: {refused}" in text.stdout + text.stderr
+    markdown = reconcile(repo, "plan", "--format", "markdown")
+    assert markdown.returncode == 1 and refused in markdown.stdout
+
+
 def test_a_valid_changed_query_shows_its_output_schema_change(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     repo.write(

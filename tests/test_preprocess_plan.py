@@ -109,7 +109,7 @@ def test_the_preprocess_output_flows_to_a_downstream_derivative(
     plan = plan_of(
         tmp_path,
         "SELECT a, upper(b) AS shout FROM input",
-        "SELECT a, shout FROM `org.example.readings`",
+        "SELECT event_time, a, shout FROM `org.example.readings`",
     )
     assert query_of(plan, ROOT) == QueryCheck(
         dataset=ROOT,
@@ -119,7 +119,11 @@ def test_the_preprocess_output_flows_to_a_downstream_derivative(
     assert query_of(plan, DERIVED) == QueryCheck(
         dataset=DERIVED,
         ok=True,
-        output_schema=(Column("a", "bigint", True), Column("shout", "string", True)),
+        output_schema=(
+            Column("event_time", "timestamp", True),
+            Column("a", "bigint", True),
+            Column("shout", "string", True),
+        ),
     )
     assert not plan.has_errors
 
@@ -139,7 +143,8 @@ def test_derivatives_see_the_system_columns_of_a_preprocessed_root(
     plan = plan_of(
         tmp_path,
         "SELECT a FROM input",
-        "SELECT offset, op, system_time, event_time, a FROM `org.example.readings`",
+        "SELECT offset AS read_offset, op, system_time AS read_at, event_time, a"
+        " FROM `org.example.readings`",
     )
     check = query_of(plan, DERIVED)
     assert check is not None and check.ok

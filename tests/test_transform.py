@@ -138,7 +138,10 @@ def test_a_failing_query_stops_only_its_downstream(tmp_path: Path) -> None:
         "SELECT day, id, 1 / 0 AS boom FROM `org.example.stock`",
     )
     derivative(
-        repo, "org.example.after", ["org.example.broken"], "SELECT * FROM `org.example.broken`"
+        repo,
+        "org.example.after",
+        ["org.example.broken"],
+        "SELECT day, id, boom FROM `org.example.broken`",
     )
     derivative(repo, "org.example.fine", [PRICES], "SELECT day, id FROM `org.example.prices`")
     (repo.root / "stock" / "1.csv").write_text("day,id,qty\n2020-01-01,a,2\n")

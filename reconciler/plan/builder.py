@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.repository import OdfRepository, RepositoryError
+from ..transform.output_rules import output_problem
 from .desired import DesiredDataset, DesiredState
 from .diff import (
     Facets,
@@ -230,22 +231,24 @@ SYSTEM_COLUMNS = (
 )
 
 
-def _vocab(snapshot: models.DatasetSnapshot) -> models.SetVocab:
+def _vocabulary(snapshot: models.DatasetSnapshot) -> models.DatasetVocabulary:
+    """The column names the dataset's last SetVocab gives (ODF's defaults otherwise)."""
     vocab = [e for e in snapshot.metadata if isinstance(e, models.SetVocab)]
-    return vocab[-1] if vocab else models.SetVocab()
+    overrides = vocab[-1].model_dump(exclude={"kind"}, exclude_none=True) if vocab else {}
+    return models.DatasetVocabulary(**overrides)
 
 
 def with_system_columns(
     columns: Sequence[Column], snapshot: models.DatasetSnapshot
 ) -> tuple[Column, ...]:
     """The columns a dataset's slices hold: offset, op, system_time, event time, data."""
-    vocab = _vocab(snapshot)
+    vocab = _vocabulary(snapshot)
     names = {
-        "offset": vocab.offset_column or "offset",
-        "op": vocab.operation_type_column or "op",
-        "system_time": vocab.system_time_column or "system_time",
+        "offset": vocab.offset_column,
+        "op": vocab.operation_type_column,
+        "system_time": vocab.system_time_column,
     }
-    event_time = vocab.event_time_column or "event_time"
+    event_time = vocab.event_time_column
     system = tuple(replace(c, name=names[c.name]) for c in SYSTEM_COLUMNS)
     reserved = set(names.values())
     data = [c for c in columns if c.name not in reserved]
@@ -307,6 +310,10 @@ class _QueryChecker:
         self.checked[ds.name] = CheckedQuery(_transform_index(ds.snapshot), "transform")
         if not check.ok or check.output_schema is None:
             return replace(plan, query=check)
+        types = {c.name: c.type for c in check.output_schema}
+        refused = output_problem(types, _vocabulary(ds.snapshot))
+        if refused is not None:  # what the run would refuse: its output, not the query
+            return replace(plan, query=replace(check, ok=False, error=refused, step="output"))
         return self._with_output_change(plan, check, ds)
 
     def _validate(

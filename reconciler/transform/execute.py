@@ -31,9 +31,9 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
-from pyspark.sql.types import IntegerType, IntegralType
+from pyspark.sql.types import IntegerType
 
-from ..engine.frames import column, is_time, normalize_timestamps
+from ..engine.frames import column, normalize_timestamps
 from ..engine.query_check import QueryError, apply_transform
 from ..engine.stored_rows import rows_in_one_partition
 from ..ingest.checkpoints import CHECKPOINT_KIND
@@ -50,6 +50,7 @@ from ..writer.slice_files import collected_schema, slice_output, write_frame
 from .inputs import InputSlice
 from .one_task import one_task
 from .ordering import deterministic_order
+from .output_rules import output_problem
 
 
 class TransformError(ValueError):
@@ -141,23 +142,11 @@ def _input_frame(spark: SparkSession, source: InputSlice) -> DataFrame:
 
 
 def _checked_output(output: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:
-    types = {f.name: f.dataType for f in output.schema.fields}
-    for name in (vocab.offset_column, vocab.system_time_column):
-        if name in types:
-            raise TransformError(
-                f"the query's output has a column {name!r}, a system column's name"
-            )
-    event = vocab.event_time_column
-    if event not in types:
-        raise TransformError(f"the query's output has no event time column {event!r}")
-    if not is_time(types[event]):
-        raise TransformError(
-            f"event time column {event!r} should be a DATE or a TIMESTAMP, not "
-            + types[event].simpleString()
-        )
+    types = {f.name: f.dataType.simpleString() for f in output.schema.fields}
+    problem = output_problem(types, vocab)
+    if problem is not None:
+        raise TransformError(problem)
     op = vocab.operation_type_column
-    if op in types and not isinstance(types[op], IntegralType):
-        raise TransformError(f"column {op!r} must be an integer, not {types[op].simpleString()}")
     output = normalize_timestamps(output)
     if op in types:
         return output.withColumn(op, column(op).cast(IntegerType()))
