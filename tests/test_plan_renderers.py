@@ -636,7 +636,7 @@ EXPECTED_TABLE = """\
 | `org.example.ticks.daily` | update | **breaking** | **1 error** · 1 downstream (1 affected) |
 | `org.example.legacy` | orphaned |  |  |
 
-_Not listed: 2 unchanged datasets._"""
+_Not listed: 2 unchanged datasets (1 with a source that may have new data)._"""
 
 EXPECTED_OVERVIEW = f"""\
 ## Reconcile plan
@@ -830,8 +830,35 @@ def test_markdown_table_lists_an_unchanged_dataset_that_fails() -> None:
         "| Dataset | Action | Class | Notes |\n"
         "| --- | --- | --- | --- |\n"
         "| `org.example.ticks.weekly` | unchanged |  | **1 error** |",
-        "_Not listed: 1 unchanged dataset._",
+        "_Not listed: 1 unchanged dataset (1 with a source that may have new data)._",
     ]
+
+
+def test_markdown_lists_an_unchanged_dataset_with_data_waiting_and_shows_it() -> None:
+    """A pull request that only adds a source file changes no manifest: the reviewer still
+    sees which datasets take it in, where a source that only may have data is counted."""
+    slices = Pending(
+        "unconsumed-inputs", "org.example.ticks.daily: offsets 10..19 not yet consumed"
+    )
+    weekly = dataclasses.replace(WEEKLY, pending=(slices,))
+    blocks = markdown_blocks(render_markdown(Plan(datasets=(TICKS, weekly))))
+    start = blocks.index("### Datasets")
+    assert blocks[start + 1 : start + 3] == [
+        "| Dataset | Action | Class | Notes |\n"
+        "| --- | --- | --- | --- |\n"
+        "| `org.example.ticks.weekly` | unchanged |  | pending data |",
+        "_Not listed: 1 unchanged dataset (1 with a source that may have new data)._",
+    ]
+    details = blocks[blocks.index("### Changes") + 1 :]
+    assert details[0] == (
+        "<details><summary><code>org.example.ticks.weekly</code> (Derivative): unchanged</summary>"
+    )
+    assert details[2:] == [
+        "**Pending data:**",
+        "- unconsumed-inputs: org.example.ticks.daily: offsets 10..19 not yet consumed",
+        "</details>",
+    ]
+    assert not any("org.example.ticks</code>" in block for block in details)
 
 
 def test_markdown_of_a_plan_without_changes_says_so_instead_of_a_table() -> None:
@@ -839,7 +866,7 @@ def test_markdown_of_a_plan_without_changes_says_so_instead_of_a_table() -> None
     assert blocks[1:4] == [
         "no errors · 2 unchanged · 1 with pending data",
         "### Datasets",
-        "_No dataset changes: 2 unchanged datasets._",
+        "_No dataset changes: 2 unchanged datasets (1 with a source that may have new data)._",
     ]
 
 

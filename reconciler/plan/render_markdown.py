@@ -45,6 +45,7 @@ from .render_common import (
     readable,
     recreate_facts,
     schema_rows,
+    seen_pending,
     verdicts_by_severity,
     warning_count,
 )
@@ -96,7 +97,9 @@ def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     plan = readable(plan)
     mentioned = {p.dataset for p in plan.problems}
     sections = [
-        _section(d, plan) for d in plan.datasets if d.events or d.recreate or d.name in mentioned
+        _section(d, plan)
+        for d in plan.datasets
+        if d.events or d.recreate or seen_pending(d) or d.name in mentioned
     ]
     return _fit(_Comment(_overview(plan), _graph(plan), sections), limit)
 
@@ -195,19 +198,30 @@ _DATASET_HEADER = ["Dataset", "Action", "Class", "Notes"]
 
 
 def _datasets(plan: Plan) -> list[str]:
-    """The table of datasets that change or fail, and a count of those left out.
+    """The table of datasets that change, fail or have data to take in, and a count of
+    those left out.
 
+    An unchanged dataset with data seen waiting is listed: a pull request that adds a
+    source file changes no manifest, and the reviewer must still see which dataset takes
+    it in. One whose source only *may* have new data is counted among those left out.
     Four short columns keep the table inside a 900-pixel page; the events, pending data
     and downstream names are in each dataset's details.
     """
     errors = dataset_errors(plan)
-    listed = [d for d in plan.datasets if d.action is not Action.UNCHANGED or errors[d.name]]
-    unlisted = len(plan.datasets) - len(listed)
+    listed = [
+        d
+        for d in plan.datasets
+        if d.action is not Action.UNCHANGED or seen_pending(d) or errors[d.name]
+    ]
+    unlisted = [d for d in plan.datasets if d not in listed]
+    count = counted(len(unlisted), "unchanged dataset")
+    if polled := sum(1 for d in unlisted if d.pending):
+        count += f" ({polled} with a source that may have new data)"
     if not listed:
-        return [f"_No dataset changes: {counted(unlisted, 'unchanged dataset')}._"]
+        return [f"_No dataset changes: {count}._"]
     blocks = [_table(_DATASET_HEADER, (_dataset_row(d, plan, errors[d.name]) for d in listed))]
     if unlisted:
-        blocks.append(f"_Not listed: {counted(unlisted, 'unchanged dataset')}._")
+        blocks.append(f"_Not listed: {count}._")
     return blocks
 
 
@@ -235,6 +249,8 @@ def _notes(dataset: DatasetPlan, plan: Plan, errors: int) -> list[str]:
         )
     if dataset.changed_in_pr is False and changes_metadata(dataset):
         notes.append("not changed in this PR")
+    if seen_pending(dataset):
+        notes.append("pending data")
     return notes
 
 
