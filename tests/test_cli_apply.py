@@ -73,13 +73,13 @@ def test_the_readme_quickstart_ingests_the_examples_on_a_fresh_clone_then_is_up_
     first = run(repo.root, "--system-time", "2026-11-21T06:00:00Z", cwd=repo.root)
     assert first.returncode == 0, first.stdout + first.stderr
     assert [line for line in normal(first.stdout) if " START " not in line][-7:] == [
-        "HH:MM:SS OK    org.example.bank.transactions updated: 9 blocks (5 metadata), 24 records in N s",
-        "HH:MM:SS OK    org.example.warehouse.stock updated: 8 blocks (4 metadata), 16 records in N s",
-        "HH:MM:SS OK    org.example.warehouse.stock.value updated: 6 blocks (4 metadata), 16 records in N s",
-        "HH:MM:SS OK    org.example.weather.observations updated: 9 blocks (5 metadata), 216 records in N s",
-        "HH:MM:SS OK    org.example.weather.daily updated: 7 blocks (5 metadata), 9 records in N s",
-        "HH:MM:SS OK    org.example.weather.anomalies updated: 7 blocks (5 metadata), 34 records in N s",
-        "6 datasets: 6 updated (315 records) in N s",
+        "HH:MM:SS OK    org.example.bank.transactions created: 9 blocks (5 metadata), 24 records in N s",
+        "HH:MM:SS OK    org.example.warehouse.stock created: 8 blocks (4 metadata), 16 records in N s",
+        "HH:MM:SS OK    org.example.warehouse.stock.value created: 6 blocks (4 metadata), 16 records in N s",
+        "HH:MM:SS OK    org.example.weather.observations created: 9 blocks (5 metadata), 216 records in N s",
+        "HH:MM:SS OK    org.example.weather.daily created: 7 blocks (5 metadata), 9 records in N s",
+        "HH:MM:SS OK    org.example.weather.anomalies created: 7 blocks (5 metadata), 34 records in N s",
+        "6 datasets: 6 created (315 records) in N s",
     ]
     for name in EXAMPLES:
         assert check_integrity(repo.odf.dataset(name)) == [], name

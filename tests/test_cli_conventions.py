@@ -172,14 +172,14 @@ def test_apply_without_a_terminal_prints_start_and_result_lines_and_a_summary(
     assert result.exit_code == 0, result.output
     assert normal(result.output)[-9:] == [
         f"HH:MM:SS START {A}",
-        f"HH:MM:SS OK    {A} updated: 6 blocks (4 metadata), 2 records in N s",
+        f"HH:MM:SS OK    {A} created: 6 blocks (4 metadata), 2 records in N s",
         f"HH:MM:SS START {B}",
-        f"HH:MM:SS OK    {B} updated: 6 blocks (4 metadata), 2 records in N s",
+        f"HH:MM:SS OK    {B} created: 6 blocks (4 metadata), 2 records in N s",
         f"HH:MM:SS START {C}",
-        f"HH:MM:SS OK    {C} updated: 6 blocks (4 metadata), 2 records in N s",
+        f"HH:MM:SS OK    {C} created: 6 blocks (4 metadata), 2 records in N s",
         f"HH:MM:SS START {D}",
-        f"HH:MM:SS OK    {D} updated: 4 blocks (4 metadata); {waiting(root)} in N s",
-        "4 datasets: 4 updated (6 records) in N s",
+        f"HH:MM:SS OK    {D} created: 4 blocks (4 metadata); {waiting(root)} in N s",
+        "4 datasets: 4 created (6 records) in N s",
     ]
 
 
@@ -359,8 +359,8 @@ def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
         f"interrupted: stopped after {A}; every chain is valid",
     ]
     assert normal(stdout)[-2:] == [
-        f"HH:MM:SS OK    {A} updated: 6 blocks (4 metadata), 2 records in N s",
-        "1 dataset: 1 updated (2 records) in N s",
+        f"HH:MM:SS OK    {A} created: 6 blocks (4 metadata), 2 records in N s",
+        "1 dataset: 1 created (2 records) in N s",
     ]
     assert repo.odf.names() == [A]
     assert check_integrity(repo.odf.dataset(A)) == []

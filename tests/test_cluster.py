@@ -134,10 +134,10 @@ def test_a_standalone_cluster_gives_the_same_results_as_local_mode(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert [x for x in normal(done.stdout) if " START " not in x][-4:] == [
-        "HH:MM:SS OK    org.example.prices updated: 7 blocks (5 metadata), 3 records in N s",
-        "HH:MM:SS OK    org.example.stock updated: 7 blocks (5 metadata), 3 records in N s",
-        "HH:MM:SS OK    org.example.valued updated: 7 blocks (5 metadata), 3 records in N s",
-        "3 datasets: 3 updated (9 records) in N s",
+        "HH:MM:SS OK    org.example.prices created: 7 blocks (5 metadata), 3 records in N s",
+        "HH:MM:SS OK    org.example.stock created: 7 blocks (5 metadata), 3 records in N s",
+        "HH:MM:SS OK    org.example.valued created: 7 blocks (5 metadata), 3 records in N s",
+        "3 datasets: 3 created (9 records) in N s",
     ]
     verify = subprocess.run(
         [*command, "verify"], capture_output=True, text=True, env=env, timeout=600, check=False

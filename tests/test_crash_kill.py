@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 from gitops_repo import GitOpsRepo, events, manifest, reconcile, rows, slices
 
-from reconciler.apply.outcome import Status
+from reconciler.apply.outcome import WROTE, Status
 from reconciler.odf import Timestamp, models
 from reconciler.odf.integrity import check_integrity
 from reconciler.odf.lock import read_holder
@@ -184,7 +184,7 @@ class Reference:
         with monkeypatch.context() as patched:
             patched.setattr(os, "replace", replace)
             outcomes = reconcile(repo.root, Timestamp.parse(WHEN))
-        assert {o.status for o in outcomes} == {Status.UPDATED}, outcomes
+        assert {o.status for o in outcomes} <= WROTE, outcomes  # the heads are compared after
         self.heads = {n: repo.odf.dataset(n).head() for n in TEMPLATE_DATASETS}
         self.results = {n: summary(repo.odf.dataset(n)) for n in repo.odf.names()}
 

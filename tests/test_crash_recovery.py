@@ -96,8 +96,8 @@ def expected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     repo = build(tmp_path_factory.mktemp("uninterrupted") / "repo")
     outcomes = reconcile(repo.root, Timestamp.parse(WHEN))
     assert [(o.dataset, o.status) for o in outcomes] == [
-        (ROOT, Status.UPDATED),
-        (DERIVED, Status.UPDATED),
+        (ROOT, Status.CREATED),
+        (DERIVED, Status.CREATED),
     ]
     return {name: summary(repo.odf.dataset(name)) for name in (ROOT, DERIVED)}
 

@@ -131,8 +131,8 @@ def test_a_merged_pull_request_is_applied_on_schedule_committed_and_pushed(
         "reconcile: 2 datasets advanced (5 records)\n"
         "\n"
         "Advanced:\n"
-        f"- {A}: 6 blocks (4 metadata), 3 records, offsets 0-2, head {head_of(runner, A)}\n"
-        f"- {B}: 6 blocks (4 metadata), 2 records, offsets 0-1, head {head_of(runner, B)}\n"
+        f"- {A}: created, 6 blocks (4 metadata), 3 records, offsets 0-2, head {head_of(runner, A)}\n"
+        f"- {B}: created, 6 blocks (4 metadata), 2 records, offsets 0-1, head {head_of(runner, B)}\n"
         "\n"
         f"Reconcile-Run-Id: {run_id}\n"
         f"Reconcile-Plan-Hash: {hashlib.sha256(planned.stdout.encode()).hexdigest()}\n"
@@ -230,7 +230,7 @@ def test_a_failing_dataset_exits_1_while_the_others_are_committed_and_pushed(
     assert pushed.summary == "reconcile: 1 dataset advanced (3 records), 1 failed"
     body = str(pushed.message).split("\n\n")
     assert body[1:3] == [
-        f"Advanced:\n- {A}: 6 blocks (4 metadata), 3 records, offsets 0-2, head {head_of(runner, A)}",
+        f"Advanced:\n- {A}: created, 6 blocks (4 metadata), 3 records, offsets 0-2, head {head_of(runner, A)}",
         f"Failed:\n- {B}: read failed: ReadError: {runner}/sources/s1/part-1.csv: line 3: "
         "malformed record: not-a-number,q: column a (BIGINT): 'not-a-number' is not a valid "
         "BIGINT",
@@ -294,6 +294,27 @@ def test_a_commit_message_names_causes_with_the_manifests_secrets_masked() -> No
         f"- org.example.c: input {B} failed\n"
         "\n"
         "Up to date: org.example.d\n"
+        "\n"
+        "Reconcile-Run-Id: run-1\n"
+        "Reconcile-Plan-Hash: ab12\n"
+        "Reconcile-Version: 0.1.0\n"
+    )
+
+
+def test_a_commit_message_says_which_datasets_were_created_or_recreated() -> None:
+    """A recreated chain has a new id: the history must say so, not just "advanced"."""
+    runs = [
+        DatasetRun(Outcome(A, Status.CREATED, 5, 1, 3), (0, 2), "f1620aa"),
+        DatasetRun(Outcome(B, Status.RECREATED, 6, 2, 8), (0, 7), "f1620bb"),
+        DatasetRun(Outcome("org.example.c", Status.UPDATED, 0, 1, 1), (9, 9), "f1620cc"),
+    ]
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), set()) == (
+        "reconcile: 3 datasets advanced (12 records)\n"
+        "\n"
+        "Advanced:\n"
+        f"- {A}: created, 6 blocks (5 metadata), 3 records, offsets 0-2, head f1620aa\n"
+        f"- {B}: recreated, 8 blocks (6 metadata), 8 records, offsets 0-7, head f1620bb\n"
+        "- org.example.c: 1 block, 1 record, offsets 9-9, head f1620cc\n"
         "\n"
         "Reconcile-Run-Id: run-1\n"
         "Reconcile-Plan-Hash: ab12\n"

@@ -81,7 +81,7 @@ def test_append_orders_by_event_time_and_ingests_one_file_per_iteration(tmp_path
     )
     source(repo, "obs-2.csv", "observed_at,station,temp\n2020-01-02T09:30:00.123Z,a,\n")
 
-    assert outcome(repo) == (Status.UPDATED, "", 3, 3)
+    assert outcome(repo) == (Status.CREATED, "", 3, 3)
 
     ds = dataset(repo)
     kinds = [type(e).__name__ for e in events(ds)]
@@ -154,7 +154,7 @@ def test_ledger_keeps_each_key_once_and_records_state_only_rounds(tmp_path: Path
         "tx-1.csv",
         "observed_at,id,amount\n2020-01-02T00:00:00Z,B,20\n2020-01-01T00:00:00Z,A,10\n",
     )
-    assert outcome(repo) == (Status.UPDATED, "", 2, 2)  # SetDataSchema and AddData
+    assert outcome(repo) == (Status.CREATED, "", 2, 2)  # SetDataSchema and AddData
 
     # Overlapping export: A again (with a changed amount, which a ledger ignores), C new.
     source(
@@ -201,7 +201,7 @@ def test_snapshot_emits_retractions_and_corrections_with_old_event_times(tmp_pat
     source(repo, "stock-2020-01-01.csv", "id,name,qty\nA,apple,1\nB,bean,2\nC,corn,3\nD,date,4\n")
     source(repo, "stock-2020-01-02.csv", "id,name,qty\nB,bean,20\nC,corn,3\nD,dates,4\nE,egg,5\n")
     source(repo, "stock-2020-01-03.csv", "id,name,qty\nC,corn,3\nD,dates,4\nE,egg,5\n")
-    assert outcome(repo) == (Status.UPDATED, "", 1 + 3, 4 + 6 + 1)
+    assert outcome(repo) == (Status.CREATED, "", 1 + 3, 4 + 6 + 1)
 
     ds = dataset(repo)
     day1, day2, day3 = (rows(t, "system_time") for t in slices(ds))
@@ -273,7 +273,7 @@ def test_a_schema_change_between_files_fails_the_pull_and_commits_nothing(tmp_pa
     )
     # Once the file is fixed, a re-run ingests both files, exactly once.
     source(repo, "a-2.csv", "a,b\n2,y\n")
-    assert outcome(repo) == (Status.UPDATED, "", 3, 2)
+    assert outcome(repo) == (Status.CREATED, "", 3, 2)
     assert [rows(t, "system_time", "event_time") for t in slices(dataset(repo))] == [
         [(0, 0, "1", "x")],
         [(1, 0, "2", "y")],
@@ -305,7 +305,7 @@ def test_one_failing_dataset_does_not_stop_the_others(tmp_path: Path) -> None:
     results = {r.dataset: r for r in reconcile(repo.root)}
     assert results[NAME].status is Status.FAILED
     assert results[NAME].message.startswith("read failed: ReadError: ")  # a new dataset
-    assert (results[other].status, results[other].rows) == (Status.UPDATED, 1)
+    assert (results[other].status, results[other].rows) == (Status.CREATED, 1)
     assert [rows(t, "system_time") for t in slices(dataset(repo, other))] == [
         [(0, 0, "2020-01-01T00:00:00Z", "z", 9.0)]
     ]
@@ -365,7 +365,7 @@ def test_url_source_uses_etags_and_reports_http_errors(tmp_path: Path, server: s
     )
     env = {"TOKEN": "s3cret"}
     (first,) = reconcile(repo.root, T1, env)
-    assert (first.status, first.data_blocks, first.rows) == (Status.UPDATED, 2, 1)
+    assert (first.status, first.data_blocks, first.rows) == (Status.CREATED, 2, 1)
     assert _Served.requests[-1]["Authorization"] == "Bearer s3cret"
     assert data_events(dataset(repo))[-1].new_source_state == models.SourceState(
         source_name="default", kind="odf/etag", value='"v1"'
@@ -403,7 +403,7 @@ def test_a_url_without_etag_or_date_is_fetched_again_only_when_asked(
         200,
     )
     (first,) = reconcile(repo.root, T1)
-    assert (first.status, first.rows) == (Status.UPDATED, 1)
+    assert (first.status, first.rows) == (Status.CREATED, 1)
     assert data_events(dataset(repo))[-1].new_source_state is None
     fetched = len(_Served.requests)
 
@@ -436,7 +436,7 @@ def test_set_vocab_renames_every_system_column(tmp_path: Path) -> None:
     )
     source(repo, "1.csv", "observed_at,id,offset\n2020-01-01T00:00:00Z,a,7\n")
     source(repo, "2.csv", "observed_at,id,offset\n")
-    assert outcome(repo) == (Status.UPDATED, "", 3, 2)
+    assert outcome(repo) == (Status.CREATED, "", 3, 2)
     first, second = slices(dataset(repo))
     assert first.column_names == ["seq", "change", "written_at", "observed_at", "id", "offset"]
     assert rows(second) == [(1, 1, "2026-02-01T12:00:00Z", "2020-01-01T00:00:00Z", "a", 7)]
@@ -462,7 +462,7 @@ def test_preprocess_queries_run_over_the_input_view_in_steps(tmp_path: Path) -> 
         "1.csv",
         "observed_at,station,temp_f\n2020-01-01T00:00:00Z,a,50\n2020-01-01T01:00:00Z,b,-60\n",
     )
-    assert outcome(repo) == (Status.UPDATED, "", 2, 1)
+    assert outcome(repo) == (Status.CREATED, "", 2, 1)
     assert [rows(t, "system_time") for t in slices(dataset(repo))] == [
         [(0, 0, "2020-01-01T00:00:00Z", "A", 10.0)]
     ]
@@ -475,7 +475,7 @@ def test_default_preprocess_parses_event_time_and_renames_system_columns(tmp_pat
     source(
         repo, "1.csv", "event_time,offset,v\n2020-01-01T10:00:00Z,5,x\n1999-12-31T23:59:59.5Z,6,y\n"
     )
-    assert outcome(repo) == (Status.UPDATED, "", 2, 2)
+    assert outcome(repo) == (Status.CREATED, "", 2, 2)
     (data,) = slices(dataset(repo))
     assert data.column_names == ["offset", "op", "system_time", "event_time", "_offset", "v"]
     assert rows(data, "system_time") == [
@@ -493,7 +493,7 @@ def test_gzip_source_and_the_same_inputs_give_the_same_hashes(tmp_path: Path) ->
         repo = make_repo(tmp_path / attempt, events_yaml)
         text = b"observed_at,station,temp\n2020-01-01T00:00:00Z,a,1.0\n2020-01-01T00:00:00Z,b,2.0\n"
         (repo.root / "sources" / "1.csv.gz").write_bytes(gzip.compress(text, mtime=0))
-        assert outcome(repo) == (Status.UPDATED, "", 2, 2)
+        assert outcome(repo) == (Status.CREATED, "", 2, 2)
         (added,) = data_events(dataset(repo))
         assert added.new_data is not None
         hashes.append((added.new_data.logical_hash, added.new_data.physical_hash))

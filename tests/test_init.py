@@ -100,8 +100,8 @@ def test_the_scaffold_plans_without_problems_and_applies_its_examples(
     assert (plan.problems, plan.has_errors) == ((), False)
 
     assert reconcile(tmp_path) == [
-        Outcome(ORDERS, Status.UPDATED, metadata_blocks=5, data_blocks=2, rows=5),
-        Outcome(DAILY, Status.UPDATED, metadata_blocks=5, data_blocks=2, rows=4),
+        Outcome(ORDERS, Status.CREATED, metadata_blocks=5, data_blocks=2, rows=5),
+        Outcome(DAILY, Status.CREATED, metadata_blocks=5, data_blocks=2, rows=4),
     ]
     odf = OdfRepository(tmp_path / "odf")
     for name in (ORDERS, DAILY):

@@ -157,7 +157,7 @@ def test_a_reconcile_is_one_parent_run_with_a_child_run_per_dataset(
 
     outcomes = reconcile(repo.root, lineage=lineage)
 
-    assert by_name(outcomes) == {RAW: (Status.UPDATED, 2), UPPER: (Status.UPDATED, 2)}
+    assert by_name(outcomes) == {RAW: (Status.CREATED, 2), UPPER: (Status.CREATED, 2)}
     assert sequence(backend) == BOTH_COMPLETE
     sent = backend.events
     for event in sent:
@@ -256,7 +256,7 @@ def test_failed_runs_send_fail_with_their_error_skipped_ones_nothing_and_the_par
     outcomes = reconcile(repo.root, env=env, lineage=Lineage.from_environment(repo.root, env))
 
     assert [(o.dataset, o.status) for o in outcomes] == [
-        (RAW, Status.UPDATED),
+        (RAW, Status.CREATED),
         ("example.remote", Status.FAILED),
         ("example.reader", Status.SKIPPED),
         (UPPER, Status.FAILED),
@@ -356,7 +356,7 @@ def test_without_configuration_there_is_no_client_and_no_event(
     (repo.root / "sources" / "2.csv").write_text("id,name\n3,Cy\n")
     second = reconcile(repo.root, Timestamp.parse("2026-02-02T00:00:00Z"))  # the default
 
-    assert by_name(first) == {RAW: (Status.UPDATED, 2), UPPER: (Status.UPDATED, 2)}
+    assert by_name(first) == {RAW: (Status.CREATED, 2), UPPER: (Status.CREATED, 2)}
     assert by_name(second) == {RAW: (Status.UPDATED, 1), UPPER: (Status.UPDATED, 1)}
     assert backend.received == []
 
@@ -378,8 +378,8 @@ def test_the_cli_reports_an_apply_and_nothing_for_a_plan(
     applied = runner.invoke(app, args, env=env)
     assert applied.exit_code == 0, applied.output
     assert normal(applied.output)[-2:] == [
-        f"HH:MM:SS OK    {RAW} updated: 6 blocks (4 metadata), 2 records in N s",
-        "1 dataset: 1 updated (2 records) in N s",
+        f"HH:MM:SS OK    {RAW} created: 6 blocks (4 metadata), 2 records in N s",
+        "1 dataset: 1 created (2 records) in N s",
     ]
     assert sequence(backend) == [
         ("START", "reconcile"),

@@ -368,8 +368,8 @@ def test_apply_ingests_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
     applied = reconcile(repo, "--system-time", "2026-01-01T00:00:00Z")
     assert applied.returncode == 0, applied.stderr
     assert normal(applied.stdout)[-2:] == [  # after the plan
-        "HH:MM:SS OK    org.example.a updated: 6 blocks (4 metadata), 2 records in N s",
-        "1 dataset: 1 updated (2 records) in N s",
+        "HH:MM:SS OK    org.example.a created: 6 blocks (4 metadata), 2 records in N s",
+        "1 dataset: 1 created (2 records) in N s",
     ]
     code, document = plan_json(repo, "--detailed-exitcode")
     assert code == 0 and document["datasets"][0]["action"] == "unchanged"

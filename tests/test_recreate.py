@@ -48,9 +48,9 @@ def make_repo(tmp_path: Path, b_query: str, c_query: str) -> GitOpsRepo:
     repo.write(C, manifest(C, "Derivative", derivative_events([B], c_query)))
     outcomes = reconcile(tmp_path)
     assert [(o.dataset, o.status, o.rows) for o in outcomes] == [
-        (A, Status.UPDATED, 3),
-        (B, Status.UPDATED, 3),
-        (C, Status.UPDATED, 3),
+        (A, Status.CREATED, 3),
+        (B, Status.CREATED, 3),
+        (C, Status.CREATED, 3),
     ]
     return repo
 
@@ -152,8 +152,8 @@ def test_a_derivative_whose_query_drops_a_column_is_recreated_with_its_readers(
     outcomes = reconcile(tmp_path, LATER)
     assert [(o.dataset, o.status, o.metadata_blocks, o.data_blocks, o.rows) for o in outcomes] == [
         (A, Status.UP_TO_DATE, 0, 0, 0),
-        (B, Status.UPDATED, 5, 2, 3),
-        (C, Status.UPDATED, 5, 2, 3),
+        (B, Status.RECREATED, 5, 2, 3),
+        (C, Status.RECREATED, 5, 2, 3),
     ]
     new_b_id, _, _ = chain_of(repo, B)
     new_c_id, _, _ = chain_of(repo, C)
@@ -227,9 +227,9 @@ def test_a_root_whose_read_schema_breaks_is_recreated_from_all_its_files(
 
     outcomes = reconcile(tmp_path, LATER)
     assert [(o.dataset, o.status, o.rows) for o in outcomes] == [
-        (A, Status.UPDATED, 3),
-        (B, Status.UPDATED, 3),
-        (C, Status.UPDATED, 3),
+        (A, Status.RECREATED, 3),
+        (B, Status.RECREATED, 3),
+        (C, Status.RECREATED, 3),
     ]
     assert chain_of(repo, A)[0] != a_id
     assert all_rows(repo, A) == [

@@ -134,7 +134,7 @@ def test_a_nullable_column_added_to_a_read_schema_grows_the_root_and_its_select_
     root(repo)
     derivative(repo, ALL, STAR)
     source(repo, "obs-1.csv", FILE_1)
-    assert run(repo, 1) == {OBS: Status.UPDATED, ALL: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED, ALL: Status.CREATED}
 
     root(repo, schema=GROWN)
     derivative(repo, WIND, "SELECT observed_at, station, wind FROM `org.example.obs`")
@@ -145,7 +145,7 @@ def test_a_nullable_column_added_to_a_read_schema_grows_the_root_and_its_select_
         ChangeClass.COMPATIBLE,
         ("adds nullable columns: wind",),
     )
-    assert run(repo, 2) == {OBS: Status.UPDATED, ALL: Status.UPDATED, WIND: Status.UPDATED}
+    assert run(repo, 2) == {OBS: Status.UPDATED, ALL: Status.UPDATED, WIND: Status.CREATED}
 
     obs = dataset(repo, OBS)
     assert kinds(obs)[-5:] == [
@@ -201,7 +201,7 @@ def test_a_column_inserted_in_the_middle_of_a_read_schema_is_appended_at_the_end
     root(repo)
     derivative(repo, ALL, STAR)
     source(repo, "obs-1.csv", FILE_1)
-    assert run(repo, 1) == {OBS: Status.UPDATED, ALL: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED, ALL: Status.CREATED}
     root(repo, schema="[observed_at TIMESTAMP, wind DOUBLE, station STRING, temp DOUBLE]")
     (change,) = [e for d in repo.plan().datasets if d.name == OBS for e in d.events]
     assert (change.change_class, change.reasons) == (
@@ -228,7 +228,7 @@ def test_existing_columns_listed_in_another_order_keep_the_dataset_order(tmp_pat
     repo = GitOpsRepo.create(tmp_path)
     root(repo)
     source(repo, "obs-1.csv", FILE_1)
-    assert run(repo, 1) == {OBS: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED}
     root(repo, schema="[observed_at TIMESTAMP, temp DOUBLE, station STRING]")
     source(repo, "obs-2.csv", "observed_at,temp,station\n2026-01-02T00:00:00Z,3.5,a\n")
     (change,) = [e for d in repo.plan().datasets for e in d.events]
@@ -249,7 +249,7 @@ def test_the_plan_calls_a_dropped_column_or_a_new_not_null_column_breaking(
     repo = GitOpsRepo.create(tmp_path)
     root(repo)
     source(repo, "obs-1.csv", FILE_1)
-    assert run(repo, 1) == {OBS: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED}
     root(repo, schema="[observed_at TIMESTAMP, station STRING, wind DOUBLE NOT NULL]")
     (change,) = [e for d in repo.plan().datasets for e in d.events]
     assert (change.change_class, change.reasons) == (
@@ -264,7 +264,7 @@ def test_a_preprocess_query_that_drops_a_column_fails_the_pull_and_writes_nothin
     repo = GitOpsRepo.create(tmp_path)
     root(repo, preprocess="SELECT observed_at, station, temp FROM input")
     source(repo, "obs-1.csv", FILE_1)
-    assert run(repo, 1) == {OBS: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED}
     root(repo, preprocess="SELECT observed_at, station, temp > 2 AS warm FROM input")
     source(repo, "obs-2.csv", "observed_at,station,temp\n2026-01-02T00:00:00Z,a,3.5\n")
     repo.commit()
@@ -297,7 +297,7 @@ def test_a_derivative_whose_query_adds_a_nullable_column_appends_a_grown_schema(
     root(repo)
     derivative(repo, ALL, "SELECT observed_at, station FROM `org.example.obs`")
     source(repo, "obs-1.csv", FILE_1)
-    assert run(repo, 1) == {OBS: Status.UPDATED, ALL: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED, ALL: Status.CREATED}
 
     derivative(repo, ALL, "SELECT observed_at, temp, station FROM `org.example.obs`")
     source(repo, "obs-2.csv", "observed_at,station,temp\n2026-01-02T00:00:00Z,a,3.5\n")
@@ -328,7 +328,7 @@ def test_a_preprocess_query_that_adds_a_column_grows_the_root(tmp_path: Path) ->
     repo = GitOpsRepo.create(tmp_path)
     root(repo, preprocess="SELECT observed_at, station, temp FROM input")
     source(repo, "obs-1.csv", FILE_1)
-    assert run(repo, 1) == {OBS: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED}
     root(repo, preprocess="SELECT observed_at, temp * 2 AS double_temp, station, temp FROM input")
     source(repo, "obs-2.csv", "observed_at,station,temp\n2026-01-02T00:00:00Z,a,3.5\n")
     assert run(repo, 2) == {OBS: Status.UPDATED}
@@ -353,7 +353,7 @@ def test_a_snapshot_root_that_gains_a_column_corrects_the_rows_that_now_have_a_v
     source(
         repo, "obs-1.csv", "observed_at,station\n2026-01-01T00:00:00Z,a\n2026-01-01T00:00:00Z,b\n"
     )
-    assert run(repo, 1) == {OBS: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED}
     repo.write(
         OBS,
         manifest(
@@ -381,7 +381,7 @@ def test_a_derivative_over_an_input_with_a_schema_but_no_data_records_its_schema
     root(repo)
     derivative(repo, ALL, "SELECT observed_at, station, temp * 2 AS doubled FROM `org.example.obs`")
     source(repo, "obs-1.csv", "observed_at,station,temp\n")
-    assert run(repo, 1) == {OBS: Status.UPDATED, ALL: Status.UPDATED}
+    assert run(repo, 1) == {OBS: Status.CREATED, ALL: Status.CREATED}
     obs, ds = dataset(repo, OBS), dataset(repo, ALL)
     assert kinds(ds)[-2:] == ["SetDataSchema", "ExecuteTransform"]
     assert schemas(ds) == [[*DERIVED_COLUMNS[:5], ("doubled", "double", True)]]

@@ -79,7 +79,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Buil
         "day,id,price\n2026-01-01,a,18.90\n2026-01-01,b,0.05\n2026-01-01,c,\n"
     )
     first = reconcile(repo.root, Timestamp.parse("2026-01-01T06:00:00Z"))
-    assert [o.status for o in first] == [Status.UPDATED] * 3, [o.message for o in first]
+    assert [o.status for o in first] == [Status.CREATED] * 3, [o.message for o in first]
     (repo.root / "stock" / "2.csv").write_text("day,id,qty,note\n2026-01-02,b,3,\n")
     second = reconcile(repo.root, Timestamp.parse("2026-01-02T06:00:00.250Z"))
     assert {o.dataset: o.rows for o in second}[STOCK] == 3, second

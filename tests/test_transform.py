@@ -28,7 +28,7 @@ def test_map_filter_passes_retractions_and_corrections_through(tmp_path: Path) -
     (repo.root / "stock" / "1.csv").write_text(
         "day,id,qty\n2020-01-01,a,1\n2020-01-01,b,2\n2020-01-01,z,9\n"
     )
-    assert run(repo, "2026-01-01T00:00:00Z")["org.example.big"] == (Status.UPDATED, 2)
+    assert run(repo, "2026-01-01T00:00:00Z")["org.example.big"] == (Status.CREATED, 2)
     (repo.root / "stock" / "2.csv").write_text("day,id,qty\n2020-01-02,b,3\n2020-01-02,c,4\n")
     assert run(repo, "2026-01-02T00:00:00Z")["org.example.big"] == (Status.UPDATED, 4)
     assert run(repo, "2026-01-03T00:00:00Z")["org.example.big"] == (Status.UP_TO_DATE, 0)
@@ -104,10 +104,10 @@ def test_join_and_aggregation_with_inputs_advancing_at_different_speeds(tmp_path
         "day,id,price\n2020-01-01,a,1.5\n2020-01-01,b,2.0\n"
     )
     assert run(repo, "2026-01-01T00:00:00Z") == {
-        STOCK: (Status.UPDATED, 2),
-        PRICES: (Status.UPDATED, 2),
-        "org.example.valued": (Status.UPDATED, 2),
-        "org.example.total": (Status.UPDATED, 1),
+        STOCK: (Status.CREATED, 2),
+        PRICES: (Status.CREATED, 2),
+        "org.example.valued": (Status.CREATED, 2),
+        "org.example.total": (Status.CREATED, 1),
     }
     # Only prices move: the join sees the new prices and no stock rows, so it outputs
     # nothing, but it still consumes the prices slice and records how far it got.
@@ -156,7 +156,7 @@ def test_a_failing_query_stops_only_its_downstream(tmp_path: Path) -> None:
         Status.SKIPPED,
         "input org.example.broken failed",
     )
-    assert results["org.example.fine"].status is Status.UPDATED
+    assert results["org.example.fine"].status is Status.CREATED
     # a new dataset is created with its first data or not at all: the failed one is rolled back
     assert results["org.example.broken"].metadata_blocks == 0
     assert not (repo.root / "odf" / "org.example.broken").exists()

@@ -94,8 +94,9 @@ def make_repo(root: Path) -> GitOpsRepo:
         (root / "orders" / f"{k}.csv").write_text("day,sku,qty\n" + "".join(orders))
         (root / "rates" / f"{k}.csv").write_text("day,sku,rate\n" + "".join(rates))
         outcome = run(repo, f"2026-01-0{1 + k}T00:00:00Z")
-        assert outcome[ORDERS] == (Status.UPDATED, ORDERS_PER_SLICE)
-        assert outcome[RATES] == (Status.UPDATED, SKUS)
+        wrote = Status.UPDATED if k else Status.CREATED
+        assert outcome[ORDERS] == (wrote, ORDERS_PER_SLICE)
+        assert outcome[RATES] == (wrote, SKUS)
     return repo
 
 
@@ -147,9 +148,9 @@ def test_a_float_aggregate_and_window_over_a_join_are_the_same_under_any_spark_c
     outcome = run(repo, "2026-01-09T00:00:00Z")
     orders = stored(repo, ORDERS)
     pairs = joined(orders, stored(repo, RATES))
-    assert outcome["org.example.totals"] == (Status.UPDATED, 3)
-    assert outcome["org.example.running"] == (Status.UPDATED, len(pairs))
-    assert outcome["org.example.spread"] == (Status.UPDATED, 3)
+    assert outcome["org.example.totals"] == (Status.CREATED, 3)
+    assert outcome["org.example.running"] == (Status.CREATED, len(pairs))
+    assert outcome["org.example.spread"] == (Status.CREATED, 3)
 
     totals, running = folds(pairs)
     # Spread over partitions and gathered again: each day's quantities still added in

@@ -44,7 +44,7 @@ def test_a_multi_step_query_is_normalized_and_runs_its_steps_in_order(
         "2020-01-01,a,2\n2020-01-01,b,3\n2020-01-02,c,1\n",
         "2020-01-01,a,1.5\n2020-01-01,b,2.0\n2020-01-02,c,1.5\n",
     )
-    assert run(repo, "2026-01-01T00:00:00Z")["org.example.totals"] == (Status.UPDATED, 2)
+    assert run(repo, "2026-01-01T00:00:00Z")["org.example.totals"] == (Status.CREATED, 2)
 
     totals = repo.odf.dataset("org.example.totals")
     (set_transform,) = [e for e in events(totals) if isinstance(e, models.SetTransform)]
@@ -77,7 +77,7 @@ def test_a_changed_query_continues_from_where_the_old_one_stopped(
     name = "org.example.scaled"
     derivative(repo, name, [STOCK], "SELECT day, id, qty * 10 AS qty_x FROM `org.example.stock`")
     (repo.root / "stock" / "1.csv").write_text("day,id,qty\n2020-01-01,a,1\n2020-01-01,b,2\n")
-    assert run(repo, "2026-01-01T00:00:00Z")[name] == (Status.UPDATED, 2)
+    assert run(repo, "2026-01-01T00:00:00Z")[name] == (Status.CREATED, 2)
 
     derivative(repo, name, [STOCK], "SELECT day, id, qty * 100 AS qty_x FROM `org.example.stock`")
     plan = repo.plan()
@@ -122,7 +122,7 @@ def build(root: Path) -> GitOpsRepo:
         "".join(f"2020-01-0{1 + i % 3},{c},{i}\n" for i, c in enumerate(ids)),
         "".join(f"2020-01-0{1 + i % 3},{c},{i / 4}\n" for i, c in enumerate(reversed(ids))),
     )
-    assert run(repo, "2026-01-01T00:00:00Z")["org.example.summed"][0] is Status.UPDATED
+    assert run(repo, "2026-01-01T00:00:00Z")["org.example.summed"][0] is Status.CREATED
     return repo
 
 
@@ -160,7 +160,7 @@ def test_joins_and_aggregations_give_the_same_hashes_however_spark_partitions_th
         [STOCK],
         "SELECT day, id, qty FROM `org.example.stock` ORDER BY qty DESC",
     )
-    assert run(first, "2026-01-02T00:00:00Z")["org.example.ordered"] == (Status.UPDATED, 20)
+    assert run(first, "2026-01-02T00:00:00Z")["org.example.ordered"] == (Status.CREATED, 20)
     (ordered,) = slices(first.odf.dataset("org.example.ordered"))
     assert [r[4] for r in rows(ordered, "system_time")] == list(range(19, -1, -1))
 

@@ -197,7 +197,7 @@ def test_the_installed_cli_plans_and_applies_a_repository_that_holds_no_reconcil
     result = json.loads(apply.stdout)
     for timed in (*result["datasets"], result["summary"]):
         assert timed.pop("seconds") > 0
-    assert result["summary"].pop("line").startswith("1 dataset: 1 updated (3 records) in ")
+    assert result["summary"].pop("line").startswith("1 dataset: 1 created (3 records) in ")
     assert result == {
         "formatVersion": 1,
         "command": "apply",
@@ -208,7 +208,7 @@ def test_the_installed_cli_plans_and_applies_a_repository_that_holds_no_reconcil
         "datasets": [
             {
                 "name": DATASET,
-                "status": "updated",
+                "status": "created",
                 "error": None,
                 "blocks": 5,
                 "metadataBlocks": 3,
@@ -218,7 +218,7 @@ def test_the_installed_cli_plans_and_applies_a_repository_that_holds_no_reconcil
                 "note": None,
             }
         ],
-        "summary": {"datasets": 1, "statuses": {"updated": 1}, "records": 3},
+        "summary": {"datasets": 1, "statuses": {"created": 1}, "records": 3},
     }
     # The driver logged through the wheel's log4j2.properties: warnings and errors only.
     assert "Using Spark's default log4j profile" not in apply.stderr

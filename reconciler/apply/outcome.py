@@ -11,11 +11,22 @@ from dataclasses import dataclass
 
 
 class Status(enum.StrEnum):
+    """A dataset's fate in a run; the first three are the plan's create, update and
+    recreate carried out, so a log and a commit tell a chain replaced by a new one (a new
+    ``did:odf``, which every reader outside the repository must follow) from one that
+    grew."""
+
+    CREATED = "created"
     UPDATED = "updated"
+    RECREATED = "recreated"
     UP_TO_DATE = "up-to-date"
     FAILED = "failed"
     SKIPPED = "skipped"
     DELETED = "deleted"
+
+
+WROTE = frozenset({Status.CREATED, Status.UPDATED, Status.RECREATED})
+"""The statuses of a dataset whose chain this run advanced with blocks."""
 
 
 @dataclass(frozen=True)

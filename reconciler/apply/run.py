@@ -201,6 +201,10 @@ class _Stage:
         self.forward(stage)
 
 
+_WROTE_BY_ACTION = {Action.CREATE: Status.CREATED, Action.RECREATE: Status.RECREATED}
+"""The status of a dataset whose planned action wrote blocks; any other is ``updated``."""
+
+
 def _apply_dataset(
     repo: OdfRepository,
     ds: DatasetPlan,
@@ -250,7 +254,7 @@ def _apply_dataset(
     changed = metadata_blocks or result.blocks
     return Outcome(
         ds.name,
-        Status.UPDATED if changed else Status.UP_TO_DATE,
+        _WROTE_BY_ACTION.get(ds.action, Status.UPDATED) if changed else Status.UP_TO_DATE,
         metadata_blocks,
         result.blocks,
         result.rows,

@@ -19,12 +19,14 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from ..apply.outcome import Outcome, Status
+from ..apply.outcome import WROTE, Outcome, Status
 from ..wording import count
 from .common import duration
 
 _LABELS = {
+    Status.CREATED: "created",
     Status.UPDATED: "updated",
+    Status.RECREATED: "recreated",
     Status.UP_TO_DATE: "up to date",
     Status.FAILED: "failed",
     Status.SKIPPED: "skipped",
@@ -68,7 +70,7 @@ def summary(finished: Sequence[Finished], seconds: float) -> str:
         if not runs:
             continue
         part = f"{len(runs)} {_LABELS[status]}"
-        if status is Status.UPDATED:
+        if status in WROTE:
             part += f" ({count(sum(f.outcome.rows for f in runs), 'record')})"
         parts.append(part)
     done = ", ".join(parts) or "nothing to do"

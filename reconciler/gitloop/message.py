@@ -17,6 +17,9 @@
     Reconcile-Plan-Hash: 9b1e…
     Reconcile-Version: 0.1.0
 
+A dataset the run created or recreated says so first (``- org.x: recreated, 8 blocks …``):
+a recreated chain has a new id, which readers outside the repository must follow.
+
 A cause is one line, with the value of every environment variable a manifest names in a
 ``${{ env.NAME }}`` template replaced by ``***``, so no secret reaches git history even
 where an error message would have carried it.
@@ -28,11 +31,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..apply.outcome import Outcome, Status
+from ..apply.outcome import WROTE, Outcome, Status
 from ..wording import count
 
 _ENV_NAME = re.compile(r"\$\{\{[^}]*?\benv\.([A-Za-z0-9_-]+)")
-_ADVANCED = (Status.UPDATED, Status.DELETED)
+_ADVANCED = WROTE | {Status.DELETED}
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def commit_message(runs: Sequence[DatasetRun], trailers: Trailers, secrets: set[
 
 def subject(runs: Sequence[DatasetRun]) -> str:
     """``reconcile: 3 datasets advanced (1,212 records)``, then any deleted, failed, skipped."""
-    updated = [r for r in runs if r.outcome.status is Status.UPDATED]
+    updated = [r for r in runs if r.outcome.status in WROTE]
     parts = []
     if updated:
         records = count(sum(r.outcome.rows for r in updated), "record")
@@ -126,6 +129,8 @@ def _advanced(run: DatasetRun) -> str:
     if run.offsets is not None:
         parts.append(f"offsets {run.offsets[0]}-{run.offsets[1]}")
     parts.append(f"head {run.head}")
+    if outcome.status is not Status.UPDATED:
+        parts.insert(0, outcome.status.value)  # created, or recreated: a new chain
     return f"- {outcome.dataset}: {', '.join(parts)}"
 
 
