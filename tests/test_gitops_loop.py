@@ -20,7 +20,13 @@ from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from test_cli_apply import run
 
 from reconciler.apply.outcome import Outcome, Status
-from reconciler.gitloop.message import DatasetRun, Trailers, commit_message, referenced_secrets
+from reconciler.gitloop.message import (
+    DatasetRun,
+    Trailers,
+    commit_message,
+    referenced_secrets,
+    subject,
+)
 
 A = "org.example.a"
 B = "org.example.b"
@@ -320,6 +326,24 @@ def test_a_commit_message_says_which_datasets_were_created_or_recreated() -> Non
         "Reconcile-Plan-Hash: ab12\n"
         "Reconcile-Version: 0.1.0\n"
     )
+
+
+def test_a_commit_message_of_a_deletion_alone_says_so_in_its_subject() -> None:
+    runs = [DatasetRun(Outcome(A, Status.DELETED)), DatasetRun(Outcome(B, Status.UP_TO_DATE))]
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), set()) == (
+        "reconcile: 1 deleted\n"
+        "\n"
+        "Advanced:\n"
+        f"- {A}: deleted\n"
+        "\n"
+        f"Up to date: {B}\n"
+        "\n"
+        "Reconcile-Run-Id: run-1\n"
+        "Reconcile-Plan-Hash: ab12\n"
+        "Reconcile-Version: 0.1.0\n"
+    )
+    failed = [DatasetRun(Outcome(A, Status.FAILED, message="x"))]
+    assert subject(failed) == "reconcile: no dataset advanced, 1 failed"
 
 
 def test_a_commit_message_says_which_files_moved_into_the_data_store() -> None:

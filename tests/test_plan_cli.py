@@ -394,3 +394,63 @@ def test_prune_deletes_an_orphaned_chain_only_when_asked(repo: GitOpsRepo) -> No
     assert pruned.returncode == 0, pruned.stderr
     assert "HH:MM:SS OK    org.example.a deleted in N s" in normal(pruned.stdout)
     assert not (repo.root / "odf" / "org.example.a").exists()
+
+
+def test_a_pull_request_that_removes_a_manifest_plans_the_delete_with_its_chain(
+    repo: GitOpsRepo,
+) -> None:
+    """With --prune (what the workflows run) the pull request's plan says the merge
+    deletes the chain, marks the deletion as the pull request's, and says what goes."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.write("org.example.b", manifest("org.example.b", "Root", root_events()))
+    repo.apply()
+    repo.commit("base")
+    repo.remove("org.example.b")
+    state = repo.odf.dataset("org.example.b").state()
+    code, document = plan_json(repo, "--base", "HEAD", "--prune", "--detailed-exitcode")
+    assert code == 2
+    (deleted,) = [d for d in document["datasets"] if d["action"] == "delete"]
+    assert deleted == {
+        "name": "org.example.b",
+        "kind": "Root",
+        "action": "delete",
+        "changedInPr": True,
+        "datasetId": str(state.dataset_id),
+        "inputs": [],
+        "downstream": [],
+        "affectedDownstream": [],
+        "events": [],
+        "pending": [],
+        "chain": {"head": str(state.head), "blocks": 4, "records": 0},
+    }
+    text = reconcile(repo, "--plan", "--base", "HEAD", "--prune").stdout.splitlines()
+    assert text[text.index("- org.example.b (Root) will be deleted (changed in this PR)") + 1] == (
+        f"    deletes: {state.dataset_id} at head {state.head} (4 blocks, 0 records);"
+        " git history keeps it"
+    )
+    markdown = reconcile(repo, "--plan", "--base", "HEAD", "--prune", "--format", "markdown")
+    assert (
+        "<details><summary><code>org.example.b</code> (Root): delete, changed in this PR"
+        f"</summary>\n\n- **Deletes:** {state.dataset_id} at head {state.head} (4 blocks,"
+        " 0 records); git history keeps it\n\n</details>"
+    ) in markdown.stdout
+
+
+def test_prune_deletes_nothing_while_a_manifest_cannot_be_read(repo: GitOpsRepo) -> None:
+    """A typo in a manifest drops its dataset from the plan: its chain must not be
+    planned as deleted for it, nor any other chain, since the file may define any."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.apply()
+    broken = repo.root / "datasets" / "org.example.a.yaml"
+    broken.write_text(broken.read_text().replace("kind: Root", "kind: Rooot"))
+    code, document = plan_json(repo, "--prune")
+    assert code == 1
+    assert [(d["name"], d["action"]) for d in document["datasets"]] == [
+        ("org.example.a", "orphaned")
+    ]
+    assert [p["message"] for p in document["problems"] if p["severity"] == "warning"] == [
+        "not deleted by --prune: 1 manifest could not be read, and may define it"
+    ]
+    applied = reconcile(repo, "--prune")
+    assert applied.returncode == 1
+    assert repo.odf.dataset("org.example.a").exists()

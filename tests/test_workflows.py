@@ -141,7 +141,7 @@ def test_the_plan_installs_the_base_branchs_reconciler_and_plans_the_pull_reques
     assert scripts["plan/Install the base branch's reconciler"] == "pip install ./base"
     plans = [line for line in scripts["plan/plan"].splitlines() if "reconcile" in line]
     assert plans == [
-        'reconcile -C pr plan --detailed-exitcode --base "origin/$BASE_REF" \\',
+        'reconcile -C pr plan --detailed-exitcode --prune --base "origin/$BASE_REF" \\',
         "reconcile -C pr show plan/plan.json --format markdown --out plan/plan.md",
     ]
     assert scripts["plan/Verify the changed chains"] == (
@@ -165,7 +165,7 @@ def test_reconcile_runs_one_at_a_time_and_pushes_the_chains_itself() -> None:
         )
         assert triggers(workflow)["schedule"] == [{"cron": "17 * * * *"}, {"cron": "47 3 * * 0"}]
         assert (
-            "reconcile apply --commit --push --format json > result.json"
+            "reconcile apply --prune --commit --push --format json > result.json"
             in (scripts["reconcile/Apply and push the advanced chains"])
         )
 

@@ -36,6 +36,7 @@ from ..wording import count
 
 _ENV_NAME = re.compile(r"\$\{\{[^}]*?\benv\.([A-Za-z0-9_-]+)")
 _ADVANCED = WROTE | {Status.DELETED}
+_ALSO_COUNTED = (Status.DELETED, Status.FAILED, Status.SKIPPED)  # after "N advanced"
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,9 @@ def subject(runs: Sequence[DatasetRun]) -> str:
     if updated:
         records = count(sum(r.outcome.rows for r in updated), "record")
         parts.append(f"{count(len(updated), 'dataset')} advanced ({records})")
-    for status in (Status.DELETED, Status.FAILED, Status.SKIPPED):
-        n = sum(1 for r in runs if r.outcome.status is status)
-        if n:
-            parts.append(f"{n} {status.value}")
-    if not updated:
+    counts = {s: sum(1 for r in runs if r.outcome.status is s) for s in _ALSO_COUNTED}
+    parts += [f"{n} {status.value}" for status, n in counts.items() if n]
+    if not updated and not counts[Status.DELETED]:  # a deletion alone is a change
         parts.insert(0, "no dataset advanced")
     if moved := sum(r.outcome.moved for r in runs):
         parts.append(f"{count(moved, 'file')} moved into the data store")

@@ -15,6 +15,7 @@ from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.repository import OdfRepository, RepositoryError
 from ..transform.output_rules import output_problem
+from ..wording import count
 from .desired import DesiredDataset, DesiredState
 from .diff import (
     Facets,
@@ -27,6 +28,7 @@ from .diff import (
 )
 from .model import (
     Action,
+    ChainFacts,
     ChangeClass,
     Column,
     DatasetPlan,
@@ -35,6 +37,7 @@ from .model import (
     Plan,
     Problem,
     QueryCheck,
+    Severity,
     Verdict,
 )
 from .pending import GlobListings, empty_glob_problems, pending_data
@@ -125,7 +128,9 @@ def build_plan(
     all_problems += checker.problems_found(plans)
     for name, state in actual.items():
         if name not in plans:
-            plans[name] = _orphan(name, state, options.prune)
+            kept = options.prune and desired.defines(name)
+            plans[name] = _orphan(name, state, options.prune and not kept)
+            all_problems += [_kept_from_pruning(name, desired)] if kept else []
     for name, ds in desired.datasets.items():
         plans[name] = replace(plans[name], pending=pending_data(ds, actual, listings))
         all_problems += empty_glob_problems(ds, listings)
@@ -221,7 +226,18 @@ def _orphan(name: str, state: ChainState, prune: bool) -> DatasetPlan:
         kind=state.kind.value if state.kind else "Root",
         action=Action.DELETE if prune else Action.ORPHANED,
         dataset_id=str(state.dataset_id) if state.dataset_id else None,
+        chain=ChainFacts(str(state.head), state.sequence_number + 1, state.next_offset),
     )
+
+
+def _kept_from_pruning(name: str, desired: DesiredState) -> Problem:
+    """Why ``--prune`` leaves a chain with no planned manifest: a broken manifest drops its
+    dataset from the plan, and deleting the chain for a typo would lose it."""
+    if desired.unreadable:
+        why = f"{count(desired.unreadable, 'manifest')} could not be read, and may define it"
+    else:
+        why = "its manifest could not be planned (see its problems)"
+    return Problem(f"not deleted by --prune: {why}", dataset=name, severity=Severity.WARNING)
 
 
 SYSTEM_COLUMNS = (

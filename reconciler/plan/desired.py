@@ -46,6 +46,17 @@ class DesiredState:
 
     datasets: dict[str, DesiredDataset] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    named: set[str] = field(default_factory=set)
+    """The key (``name_key``) of every name a loaded manifest gives, also of those left
+    out of ``datasets`` (a second definition, a member of a cycle)."""
+    unreadable: int = 0
+    """Manifest files that could not be read (refused, or failed to load): any of them
+    may define any dataset, so ``--prune`` deletes nothing while there is one."""
+
+    def defines(self, name: str) -> bool:
+        """Whether ``name`` may have a manifest: a loaded one names it, or one could not
+        be read. A chain for which this is false is truly orphaned."""
+        return bool(self.unreadable) or name_key(name) in self.named
 
     def readers(self) -> dict[str, list[str]]:
         """For each dataset, the datasets that read it directly."""
@@ -90,22 +101,27 @@ def transform_inputs(snapshot: models.DatasetSnapshot) -> list[models.TransformI
 
 
 @paused_gc()
-def load_desired(paths: Iterable[Path], known_ids: dict[str, str]) -> DesiredState:
+def load_desired(
+    paths: Iterable[Path], known_ids: dict[str, str], refused: int = 0
+) -> DesiredState:
     """Load manifests and order them; ``known_ids`` maps chain dataset ids to names so
-    that inputs given as ``did:odf:…`` resolve to datasets too.
+    that inputs given as ``did:odf:…`` resolve to datasets too. ``refused`` counts the
+    manifest files the scan would not read (``RepoConfig.scan_manifests``).
 
     Every manifest's YAML tree is kept (to locate findings), so the cycle collector,
     left on, would walk a growing heap of acyclic nodes: paused (``gc_pause``)."""
-    state = DesiredState()
+    state = DesiredState(unreadable=refused)
     loaded: list[LoadedSnapshot] = []
     for path in paths:
         try:
             loaded += load_snapshots(path)
         except ManifestError as e:
+            state.unreadable += 1
             state.problems += [
                 Problem(i.message, location=Location(str(i.file), i.line, i.column), field=i.field)
                 for i in e.issues
             ]
+    state.named = {name_key(item.snapshot.name) for item in loaded}
     by_name = _unique_names(loaded, state)
     resolved = {
         name: _resolve_inputs(item, by_name, known_ids, state) for name, item in by_name.items()

@@ -17,6 +17,7 @@ from typing import Any
 from .model import (
     PLAN_FORMAT_VERSION,
     Action,
+    ChainFacts,
     ChangeClass,
     Column,
     DatasetPlan,
@@ -92,6 +93,7 @@ def _dataset(d: dict[str, Any]) -> DatasetPlan:
         changed_in_pr=d.get("changedInPr"),
         override=d.get("override"),
         recreate=_recreate(d["recreate"]) if "recreate" in d else None,
+        chain=ChainFacts(**d["chain"]) if "chain" in d else None,
     )
 
 

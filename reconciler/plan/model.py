@@ -159,6 +159,15 @@ class Pending:
 
 
 @dataclass(frozen=True)
+class ChainFacts:
+    """A chain with no manifest as it stands: what a reviewer weighs before a delete."""
+
+    head: str
+    blocks: int
+    records: int  # offsets written, retractions and corrections included
+
+
+@dataclass(frozen=True)
 class DatasetPlan:
     """Everything the plan says about one dataset."""
 
@@ -177,6 +186,7 @@ class DatasetPlan:
     changed_in_pr: bool | None = None  # set when --base was given
     override: str | None = None  # the manifest's reviewed reason for a breaking change
     recreate: Recreate | None = None  # set exactly when ``action`` is RECREATE
+    chain: ChainFacts | None = None  # set exactly when ``action`` is ORPHANED or DELETE
 
 
 @dataclass(frozen=True)

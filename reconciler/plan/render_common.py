@@ -18,6 +18,7 @@ import yaml
 
 from .model import (
     Action,
+    ChainFacts,
     ChangeClass,
     Column,
     DatasetPlan,
@@ -151,9 +152,29 @@ def changes_metadata(dataset: DatasetPlan) -> bool:
     return dataset.action in (Action.CREATE, Action.UPDATE, Action.RECREATE, Action.DELETE)
 
 
-def recreate_facts(dataset: DatasetPlan) -> list[tuple[str, str]]:
-    """What a reviewer must know of a recreate, as (label, text): why, the chain it
-    replaces, the datasets recreated with it, what it reprocesses, the new chain's events."""
+def action_facts(dataset: DatasetPlan) -> list[tuple[str, str]]:
+    """What a reviewer must know of a recreate or of a chain with no manifest, as (label,
+    text); nothing for the other actions, whose events say it all."""
+    if dataset.chain is not None:
+        return [_chain_fact(dataset, dataset.chain)]
+    return _recreate_facts(dataset)
+
+
+def _chain_fact(dataset: DatasetPlan, chain: ChainFacts) -> tuple[str, str]:
+    """``deletes``: the chain a delete removes (git history keeps it); ``chain``: the
+    one an orphan keeps."""
+    text = (
+        f"{dataset.dataset_id} at head {chain.head} "
+        f"({counted(chain.blocks, 'block')}, {counted(chain.records, 'record')})"
+    )
+    if dataset.action is Action.DELETE:
+        return ("deletes", text + "; git history keeps it")
+    return ("chain", text)
+
+
+def _recreate_facts(dataset: DatasetPlan) -> list[tuple[str, str]]:
+    """Of a recreate: why, the chain it replaces, the datasets recreated with it, what it
+    reprocesses, the new chain's events."""
     recreate = dataset.recreate
     if recreate is None:
         return []
@@ -195,10 +216,10 @@ def pending_count(plan: Plan) -> int:
 
 
 def seen_pending(dataset: DatasetPlan) -> bool:
-    """Whether the plan saw data waiting for ``dataset`` (new files, unconsumed input
-    slices, files to move), rather than only a source that *may* have new data: every
-    ``Url`` source may, on every plan, so that alone says nothing about the change."""
-    return any(p.reason != "polling-source" for p in dataset.pending)
+    """Whether the plan saw data waiting for ``dataset`` (:attr:`Pending.certain`), rather
+    than only a source that *may* have new data: every ``Url`` source may, on every plan,
+    so that alone says nothing about the change."""
+    return any(p.certain for p in dataset.pending)
 
 
 def error_count(plan: Plan) -> int:

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from .model import (
+    ChainFacts,
     Column,
     DatasetPlan,
     EventChange,
@@ -102,8 +103,13 @@ def _dataset(dataset: DatasetPlan) -> dict[str, Any]:
             "pending": [_pending(p) for p in dataset.pending],
             "query": _query(dataset.query) if dataset.query else None,
             "recreate": _recreate(dataset.recreate) if dataset.recreate else None,
+            "chain": _chain(dataset.chain) if dataset.chain else None,
         }
     )
+
+
+def _chain(chain: ChainFacts) -> dict[str, Any]:
+    return {"head": chain.head, "blocks": chain.blocks, "records": chain.records}
 
 
 def _recreate(recreate: Recreate) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from .model import (
     Severity,
 )
 from .render_common import (
+    action_facts,
     action_phrase,
     breaking_datasets,
     changes_metadata,
@@ -43,7 +44,6 @@ from .render_common import (
     pending_count,
     problems_by_severity,
     readable,
-    recreate_facts,
     schema_rows,
     seen_pending,
     verdicts_by_severity,
@@ -99,7 +99,11 @@ def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     sections = [
         _section(d, plan)
         for d in plan.datasets
-        if d.events or d.recreate or seen_pending(d) or d.name in mentioned
+        if d.events
+        or d.recreate
+        or d.action is Action.DELETE
+        or seen_pending(d)
+        or d.name in mentioned
     ]
     return _fit(_Comment(_overview(plan), _graph(plan), sections), limit)
 
@@ -384,7 +388,7 @@ def _details(dataset: DatasetPlan, problems: list[Problem]) -> list[_Block]:
         blocks.append(_same("**Problems:**\n\n" + items))
     if dataset.override:
         blocks.append(_same(f"**Override:** {_inline(dataset.override)}"))
-    if facts := recreate_facts(dataset):
+    if facts := action_facts(dataset):
         lines = [f"- **{label.capitalize()}:** {_inline(text)}" for label, text in facts]
         blocks.append(_same("\n".join(lines)))
     for event in dataset.events:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from .model import Action, DatasetPlan, EventChange, Plan, QueryCheck, SchemaChange, Severity
 from .render_common import (
     SYMBOLS,
+    action_facts,
     changes_metadata,
     column_type,
     event_diff,
     event_symbol,
     problems_by_severity,
     readable,
-    recreate_facts,
     schema_rows,
     summary_sentence,
     verdicts_by_severity,
@@ -108,7 +108,7 @@ def _headline(dataset: DatasetPlan) -> str:
 
 def _body(dataset: DatasetPlan) -> list[Line]:
     lines = [(_PLAIN, f"override: {dataset.override}")] if dataset.override else []
-    lines += [(_PLAIN, f"{label}: {text}") for label, text in recreate_facts(dataset)]
+    lines += [(_PLAIN, f"{label}: {text}") for label, text in action_facts(dataset)]
     for event in dataset.events:
         lines += _event(event)
     if dataset.query is not None:

@@ -19,6 +19,7 @@ from ..config import ConfigError, RepoConfig
 from ..gitloop import gitops
 from ..odf import models
 from ..odf.codec import decode_block
+from ..odf.manifest import ManifestError, load_snapshots
 from ..odf.repository import OdfRepository
 from ..plan import chain_changes
 from ..plan.builder import (
@@ -125,6 +126,27 @@ def list_globs(
     return listings
 
 
+def _removed_manifests(config: RepoConfig, base_ref: str, paths: Iterable[Path]) -> set[str]:
+    """The names the base's manifests gave in files the pull request deleted: a chain
+    left with no manifest, orphaned or deleted, was changed by the pull request exactly
+    when it removed the manifest. The base's files are read as trusted, like its
+    policies; one that does not load names nothing."""
+    top = config.datasets_dir.resolve()
+    names: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="reconcile-base-") as tmp:
+        for path in paths:
+            if path.suffix not in (".yaml", ".yml") or top not in path.parents or path.exists():
+                continue
+            text = gitops.file_at(config.root, base_ref, path)
+            if text is None:
+                continue
+            copy = Path(tmp) / path.name
+            copy.write_text(text, encoding="utf-8")
+            with contextlib.suppress(ManifestError):
+                names.update(item.snapshot.name for item in load_snapshots(copy))
+    return names
+
+
 def make_plan(
     config: RepoConfig, request: PlanRequest, validator: QueryValidator | None = None
 ) -> Plan:
@@ -132,13 +154,13 @@ def make_plan(
     actual, problems = read_actual(repo)
     ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
     scan = config.scan_manifests()
-    desired = load_desired(scan.paths, ids)
+    desired = load_desired(scan.paths, ids, refused=len(scan.refused))
     changed = None
     if request.base_ref is not None:
         paths = gitops.changed_paths(config.root, request.base_ref)
         changed = frozenset(
             ds.name for ds in desired.datasets.values() if Path(ds.loaded.file).resolve() in paths
-        )
+        ) | _removed_manifests(config, request.base_ref, paths)
     # A pull request is judged by its base's settings: the allow-list its sources may
     # read (a base without one allows nothing) and the policies folder.
     base = None if request.base_ref is None else gitops.config_at(config, request.base_ref)
