@@ -207,8 +207,32 @@ def test_a_misspelt_dataset_leaves_nothing_in_the_repository(root: Path) -> None
         check=False,
     )
     assert (done.returncode, done.stdout) == (1, "")
-    assert done.stderr.startswith("error: [TABLE_OR_VIEW_NOT_FOUND] The table or view")
+    assert done.stderr == (
+        "error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `org.example.stok` cannot be"
+        " found: did you mean `org.example.stock`?\n"
+    )
     assert not (root / "spark-warehouse").exists()
+
+
+def test_a_missing_view_says_why_when_the_repository_can_tell(root: Path) -> None:
+    """Spark's advice on schemas and catalogs fits no dataset view: the reason does."""
+    left_out = sql(root, "--select", PRICES, f"SELECT * FROM `{STOCK}`")
+    assert (left_out.exit_code, left_out.stdout, left_out.stderr) == (
+        1,
+        "",
+        f"error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `{STOCK}` cannot be found:"
+        f" {STOCK} is not among the datasets --select chose\n",
+    )
+    unquoted = sql(root, f"SELECT *\nFROM {STOCK}")
+    assert (unquoted.exit_code, unquoted.stderr) == (
+        1,
+        f"error: a dataset name with dots must be quoted in backticks: `{STOCK}`\n",
+    )
+    unknown = sql(root, "SELECT * FROM nothing_like_it")
+    assert unknown.stderr == (
+        "error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `nothing_like_it` cannot be"
+        " found. Verify the spelling and correctness of the schema and catalog.\n"
+    )
 
 
 def test_json_is_one_object_per_row_with_exact_decimals_and_utc_times(root: Path) -> None:
@@ -361,8 +385,8 @@ def test_engine_errors_are_one_line_with_exit_1(root: Path) -> None:
     no_data = sql(root, f"SELECT * FROM `{EMPTY}`")
     assert (no_data.exit_code, no_data.stderr) == (
         1,
-        f"error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `{EMPTY}` cannot be found."
-        " Verify the spelling and correctness of the schema and catalog.\n",
+        f"error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `{EMPTY}` cannot be found:"
+        f" {EMPTY} has no data yet\n",
     )
     at_run_time = sql(root, f"SELECT qty / (qty - qty) FROM `{STOCK}`")
     assert (at_run_time.exit_code, at_run_time.stdout) == (1, "")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import difflib
 import json
 import math
 import os
@@ -66,6 +67,10 @@ _PARQUET_GROUP_ROWS = 1 << 16
 _STEP_PREFIX = f"step `{OUTPUT_STEP}`: "
 # query_check's words for a statement that is not a query, written for transform steps
 _NOT_A_QUERY = "only a query (SELECT, WITH, VALUES, TABLE) may be a step"
+_NOT_FOUND = re.compile(r"\[TABLE_OR_VIEW_NOT_FOUND\] The table or view `([^`]+)`")
+_UNQUOTED = re.compile(
+    r"\[REQUIRES_SINGLE_PART_NAMESPACE\] .* got identifier ((?:`[^`]*`\.)+`[^`]*`)"
+)
 _ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})
 _CSV_SPECIAL = re.compile(r'[",\r\n]')
 
@@ -197,6 +202,7 @@ def analyse(
     chains, and from a data store outside git their slices, which a view needs listed
     before the query runs."""
     named = tables_read(spark, query)
+    selected = names
     if named is not None:
         wanted = {table.lower() for table in named}  # names are unique ignoring case
         chosen = [n for n in repo.names() if n.lower() in wanted]
@@ -209,9 +215,36 @@ def analyse(
         message = e.message.removeprefix(_STEP_PREFIX)
         if message.startswith(_NOT_A_QUERY):
             message = "only a single read-only query (SELECT, WITH, VALUES, TABLE) can run here"
+        message = _with_view_hint(message, repo.names(), selected)
         if e.line is not None and "\n" in query.strip():
             message += f" (line {e.line})"
         raise SqlError(message) from None
+
+
+def _with_view_hint(message: str, datasets: list[str], selected: Collection[str] | None) -> str:
+    """Spark's "table not found", saying why when the repository can tell (the dataset
+    has no data yet, ``--select`` left it out, or it is spelt like another) instead of
+    Spark's advice on schemas and catalogs, which a dataset view has none of; and a
+    dotted name left unquoted, which Spark takes for a catalog's."""
+    unquoted = _UNQUOTED.search(message)
+    if unquoted is not None:  # FROM org.x.y: Spark reads a catalog's namespace
+        name = ".".join(part.strip("`") for part in unquoted.group(1).split("`.`"))
+        return f"a dataset name with dots must be quoted in backticks: `{name}`"
+    found = _NOT_FOUND.search(message)
+    if found is None:
+        return message
+    table = found.group(1)
+    same = [n for n in datasets if n.lower() == table.lower()]
+    close = difflib.get_close_matches(table, datasets, n=3, cutoff=0.8)
+    if same and selected is not None and same[0] not in selected:
+        hint = f"{same[0]} is not among the datasets --select chose"
+    elif same:
+        hint = f"{same[0]} has no data yet"
+    elif close:
+        hint = "did you mean " + " or ".join(f"`{n}`" for n in close) + "?"
+    else:
+        return message
+    return f"{found.group(0)} cannot be found: {hint}"
 
 
 def dataset_views(
