@@ -191,6 +191,44 @@ def test_a_valid_changed_query_shows_its_output_schema_change(repo: GitOpsRepo) 
     assert code == 2 and document["verdicts"] == []
 
 
+def test_an_override_the_base_already_had_allows_no_new_breaking_change(
+    repo: GitOpsRepo,
+) -> None:
+    """An override line left in a manifest approved an earlier change: a later pull
+    request's breaking change does not show it in its diff, so it is not approved."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    query = "SELECT event_time, a, b FROM `org.example.a`"
+    b_text = manifest("org.example.b", "Derivative", derivative_events(["org.example.a"], query))
+    text = repo.root / "datasets" / "org.example.b.yaml"
+    text.write_text("# reconcile: allow-breaking-change: c was dropped in May\n" + b_text)
+    repo.apply()
+    repo.commit("base")
+    text.write_text(text.read_text().replace("event_time, a, b FROM", "event_time, a FROM"))
+    code, document = plan_json(repo, "--base", "HEAD", "--detailed-exitcode")
+    assert code == 1
+    assert [v["policy"] for v in document["verdicts"]] == ["breaking-change-override"]
+    about_b = [p for p in document["problems"] if p.get("dataset") == "org.example.b"]
+    assert [(p["severity"], p["message"]) for p in about_b] == [
+        (
+            "warning",
+            "the override 'c was dropped in May' was already in the base branch's manifest:"
+            " it allowed an earlier breaking change, not this one; give this change its own"
+            " reason",
+        )
+    ]
+    (b,) = [d for d in document["datasets"] if d["name"] == "org.example.b"]
+    assert (b["action"], "override" in b) == ("update", False)
+    # Without a base (the scheduled apply, after the pull request's plan) the line counts.
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert (code, document["verdicts"]) == (2, [])
+    text.write_text(text.read_text().replace("c was dropped in May", "b is read by no one"))
+    code, document = plan_json(repo, "--base", "HEAD", "--detailed-exitcode")
+    assert (code, document["verdicts"]) == (2, [])
+    assert [p for p in document["problems"] if p.get("dataset") == "org.example.b"] == []
+    (b,) = [d for d in document["datasets"] if d["name"] == "org.example.b"]
+    assert (b["action"], b["override"]) == ("recreate", "b is read by no one")
+
+
 class _Recorder(BaseHTTPRequestHandler):
     requests: ClassVar[list[str]] = []
 

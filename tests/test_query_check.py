@@ -131,8 +131,8 @@ def test_syntax_error_gives_its_line(spark: SparkSession) -> None:
 def test_table_outside_the_inputs_is_not_found(spark: SparkSession) -> None:
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql("SELECT * FROM other"))
     assert check == failure(
-        "step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `other` cannot be found."
-        " Verify the spelling and correctness of the schema and catalog.",
+        "step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `other` cannot be found:"
+        " this step may read `orders`",
         line=1,
         step="output",
     )
@@ -229,7 +229,7 @@ def test_views_of_one_check_are_invisible_to_the_next(spark: SparkSession) -> No
         check = check_query(spark, "acme.out", {"other": ORDERS}, sql(f"SELECT * FROM {name}"))
         assert check.error == (
             f"step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `{name}` cannot be"
-            " found. Verify the spelling and correctness of the schema and catalog."
+            " found: this step may read `other`"
         )
     assert {"orders", "tmp", "other"}.isdisjoint(t.name for t in spark.catalog.listTables())
 
@@ -390,3 +390,30 @@ def test_tables_read_are_the_names_a_query_gives_from_its_parse_alone(
 ) -> None:
     found = tables_read(spark, query)
     assert (None if found is None else set(found)) == tables
+
+
+def test_a_misspelt_input_or_a_dotted_one_left_unquoted_says_what_to_write(
+    spark: SparkSession,
+) -> None:
+    """Spark's advice on schemas and catalogs fits no view; the fix does."""
+    inputs = {"orders": ORDERS, "com.acme.orders": ORDERS}
+    misspelt = check_query(spark, "acme.out", inputs, sql("SELECT * FROM orderz"))
+    assert misspelt.error == (
+        "step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `orderz` cannot be"
+        " found: did you mean `orders`?"
+    )
+    for query in ("SELECT * FROM com.acme.orders", "SELECT * FROM acme.orders"):
+        unquoted = check_query(spark, "acme.out", inputs, sql(query))
+        assert (
+            unquoted.error
+            == {
+                "SELECT * FROM com.acme.orders": (
+                    "step `output`: a dotted name must be quoted in backticks: `com.acme.orders`"
+                ),
+                "SELECT * FROM acme.orders": (
+                    "step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `acme`.`orders`"
+                    " cannot be found. Verify the spelling and correctness of the schema and"
+                    " catalog."
+                ),
+            }[query]
+        )

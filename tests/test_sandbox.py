@@ -310,8 +310,8 @@ def test_a_later_step_may_not_read_a_step_that_follows_it(spark: SparkSession) -
     transform = sql("SELECT * FROM b", ("a", "SELECT * FROM b"), ("b", "SELECT 1 AS one"))
     check = check_query(spark, "acme.out", INPUTS, transform)
     assert check.error == (
-        "step `a`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `b` cannot be found."
-        " Verify the spelling and correctness of the schema and catalog."
+        "step `a`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `b` cannot be found:"
+        " this step may read `orders`, `com.acme.customers`"
     )
 
 

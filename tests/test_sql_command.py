@@ -226,7 +226,7 @@ def test_a_missing_view_says_why_when_the_repository_can_tell(root: Path) -> Non
     unquoted = sql(root, f"SELECT *\nFROM {STOCK}")
     assert (unquoted.exit_code, unquoted.stderr) == (
         1,
-        f"error: a dataset name with dots must be quoted in backticks: `{STOCK}`\n",
+        f"error: a dotted name must be quoted in backticks: `{STOCK}`\n",
     )
     unknown = sql(root, "SELECT * FROM nothing_like_it")
     assert unknown.stderr == (

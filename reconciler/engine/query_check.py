@@ -36,6 +36,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from reconciler.engine.determinism import Nondeterminism
 from reconciler.engine.errors import first_line
 from reconciler.engine.sandbox import SandboxError, check_parsed, check_plan, tables_named
+from reconciler.engine.view_hints import with_view_hint
 from reconciler.odf.models import TransformSql
 from reconciler.plan.model import Column, QueryCheck
 
@@ -188,7 +189,7 @@ def _analyse_step(
         frame = spark.sql(query)
         nondeterministic = check_plan(frame, views)
     except (AnalysisException, ParseException) as e:
-        message = f"step `{label}`: {_engine_message(e)}"
+        message = f"step `{label}`: {with_view_hint(_engine_message(e), views)}"
         raise QueryError(message, _engine_line(e, query), label) from None
     except SandboxError as e:
         raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line, label) from None

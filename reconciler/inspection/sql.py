@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import difflib
 import json
 import math
 import os
@@ -51,6 +50,7 @@ import pyarrow.parquet as pq
 
 from ..engine.errors import first_line
 from ..engine.query_check import OUTPUT_STEP, QueryError, apply_transform, tables_read
+from ..engine.view_hints import with_view_hint
 from ..odf import models
 from ..odf.repository import Dataset, OdfRepository
 from ..odf.timestamps import Timestamp
@@ -67,10 +67,6 @@ _PARQUET_GROUP_ROWS = 1 << 16
 _STEP_PREFIX = f"step `{OUTPUT_STEP}`: "
 # query_check's words for a statement that is not a query, written for transform steps
 _NOT_A_QUERY = "only a query (SELECT, WITH, VALUES, TABLE) may be a step"
-_NOT_FOUND = re.compile(r"\[TABLE_OR_VIEW_NOT_FOUND\] The table or view `([^`]+)`")
-_UNQUOTED = re.compile(
-    r"\[REQUIRES_SINGLE_PART_NAMESPACE\] .* got identifier ((?:`[^`]*`\.)+`[^`]*`)"
-)
 _ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})
 _CSV_SPECIAL = re.compile(r'[",\r\n]')
 
@@ -215,36 +211,27 @@ def analyse(
         message = e.message.removeprefix(_STEP_PREFIX)
         if message.startswith(_NOT_A_QUERY):
             message = "only a single read-only query (SELECT, WITH, VALUES, TABLE) can run here"
-        message = _with_view_hint(message, repo.names(), selected)
+        datasets = repo.names()
+        message = with_view_hint(
+            message,
+            datasets,
+            partial(_missing_dataset, datasets=datasets, selected=selected),
+            listed=False,  # every dataset, those with no data too: not a helpful list
+        )
         if e.line is not None and "\n" in query.strip():
             message += f" (line {e.line})"
         raise SqlError(message) from None
 
 
-def _with_view_hint(message: str, datasets: list[str], selected: Collection[str] | None) -> str:
-    """Spark's "table not found", saying why when the repository can tell (the dataset
-    has no data yet, ``--select`` left it out, or it is spelt like another) instead of
-    Spark's advice on schemas and catalogs, which a dataset view has none of; and a
-    dotted name left unquoted, which Spark takes for a catalog's."""
-    unquoted = _UNQUOTED.search(message)
-    if unquoted is not None:  # FROM org.x.y: Spark reads a catalog's namespace
-        name = ".".join(part.strip("`") for part in unquoted.group(1).split("`.`"))
-        return f"a dataset name with dots must be quoted in backticks: `{name}`"
-    found = _NOT_FOUND.search(message)
-    if found is None:
-        return message
-    table = found.group(1)
+def _missing_dataset(
+    table: str, datasets: list[str], selected: Collection[str] | None
+) -> str | None:
+    """Why a dataset the query names is not a view: ``--select`` left it out, or it has
+    no data yet (a view needs a schema)."""
     same = [n for n in datasets if n.lower() == table.lower()]
-    close = difflib.get_close_matches(table, datasets, n=3, cutoff=0.8)
     if same and selected is not None and same[0] not in selected:
-        hint = f"{same[0]} is not among the datasets --select chose"
-    elif same:
-        hint = f"{same[0]} has no data yet"
-    elif close:
-        hint = "did you mean " + " or ".join(f"`{n}`" for n in close) + "?"
-    else:
-        return message
-    return f"{found.group(0)} cannot be found: {hint}"
+        return f"{same[0]} is not among the datasets --select chose"
+    return f"{same[0]} has no data yet" if same else None
 
 
 def dataset_views(

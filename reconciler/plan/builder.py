@@ -90,6 +90,9 @@ class PlanOptions:
     prune: bool = False
     base_ref: str | None = None
     changed: frozenset[str] | None = None  # dataset names whose manifests the PR touched
+    stale_overrides: frozenset[str] = frozenset()
+    """Datasets whose override line the base's manifest already had: it was written for
+    an earlier breaking change, and allows none the pull request makes."""
 
 
 def build_plan(
@@ -126,6 +129,11 @@ def build_plan(
         plans[name] = checker.check(plans[name])
     _mark_downstream(plans, desired)
     all_problems += checker.problems_found(plans)
+    for name in sorted(options.stale_overrides & plans.keys()):
+        override = plans[name].override
+        if plans[name].change_class is ChangeClass.BREAKING and override is not None:
+            all_problems.append(_stale_override(desired.datasets[name], override))
+            plans[name] = replace(plans[name], override=None)
     for name, state in actual.items():
         if name not in plans:
             kept = options.prune and desired.defines(name)
@@ -227,6 +235,18 @@ def _orphan(name: str, state: ChainState, prune: bool) -> DatasetPlan:
         action=Action.DELETE if prune else Action.ORPHANED,
         dataset_id=str(state.dataset_id) if state.dataset_id else None,
         chain=ChainFacts(str(state.head), state.sequence_number + 1, state.next_offset),
+    )
+
+
+def _stale_override(ds: DesiredDataset, override: str) -> Problem:
+    """Why an override line in the manifest allows nothing: it approved an earlier change,
+    and a reviewer reading this pull request's diff would not see it at all."""
+    return Problem(
+        f"the override {override!r} was already in the base branch's manifest: it allowed"
+        " an earlier breaking change, not this one; give this change its own reason",
+        dataset=ds.name,
+        location=ds.location,
+        severity=Severity.WARNING,
     )
 
 

@@ -33,7 +33,7 @@ from ..plan.confinement import manifest_problems, source_problems
 from ..plan.desired import DesiredDataset, load_desired
 from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
 from ..plan.pending import GlobListings
-from ..plan.policies import PolicySet, evaluate, load_policies
+from ..plan.policies import PolicySet, evaluate, load_policies, read_override
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending
@@ -126,6 +126,25 @@ def list_globs(
     return listings
 
 
+def _stale_overrides(
+    config: RepoConfig, base_ref: str | None, datasets: Iterable[DesiredDataset]
+) -> frozenset[str]:
+    """The datasets whose manifest's override line reads as in the base's copy of the
+    same file: written for a change already carried out, so an approval no one sees in
+    this pull request's diff. Without a base (the scheduled apply), none: the pull
+    request's plan was the gate."""
+    if base_ref is None:
+        return frozenset()
+    stale = set()
+    for ds in datasets:
+        if ds.override is None:
+            continue
+        before = gitops.file_at(config.root, base_ref, Path(ds.loaded.file).resolve())
+        if before is not None and read_override(before) == ds.override:
+            stale.add(ds.name)
+    return frozenset(stale)
+
+
 def _removed_manifests(config: RepoConfig, base_ref: str, paths: Iterable[Path]) -> set[str]:
     """The names the base's manifests gave in files the pull request deleted: a chain
     left with no manifest, orphaned or deleted, was changed by the pull request exactly
@@ -176,7 +195,10 @@ def make_plan(
     def judge(ds: DesiredDataset, plan: DatasetPlan) -> list[Verdict]:
         return evaluate(policy_set, ds.loaded, plan)
 
-    options = PlanOptions(prune=request.prune, base_ref=request.base_ref, changed=changed)
+    stale = _stale_overrides(config, request.base_ref, desired.datasets.values())
+    options = PlanOptions(
+        prune=request.prune, base_ref=request.base_ref, changed=changed, stale_overrides=stale
+    )
     plan = build_plan(
         desired,
         actual,
