@@ -227,6 +227,13 @@ def test_an_override_the_base_already_had_allows_no_new_breaking_change(
     assert [p for p in document["problems"] if p.get("dataset") == "org.example.b"] == []
     (b,) = [d for d in document["datasets"] if d["name"] == "org.example.b"]
     assert (b["action"], b["override"]) == ("recreate", "b is read by no one")
+    # Merged and not applied yet: a pull request that leaves the manifest as it is does
+    # not make the base's own approved change its error.
+    repo.commit("merged, not applied yet")
+    code, document = plan_json(repo, "--base", "HEAD", "--detailed-exitcode")
+    assert (code, document["verdicts"]) == (2, [])
+    (b,) = [d for d in document["datasets"] if d["name"] == "org.example.b"]
+    assert (b["action"], b["override"]) == ("recreate", "b is read by no one")
 
 
 class _Recorder(BaseHTTPRequestHandler):

@@ -129,18 +129,23 @@ def list_globs(
 def _stale_overrides(
     config: RepoConfig, base_ref: str | None, datasets: Iterable[DesiredDataset]
 ) -> frozenset[str]:
-    """The datasets whose manifest's override line reads as in the base's copy of the
-    same file: written for a change already carried out, so an approval no one sees in
-    this pull request's diff. Without a base (the scheduled apply), none: the pull
-    request's plan was the gate."""
+    """The datasets whose manifest the pull request changed but whose override line reads
+    as in the base's copy of the same file: written for an earlier change, so an
+    approval no one sees in this pull request's diff. A manifest the pull request left
+    as it was keeps its override: the change it allows is the base's own, merged and
+    not applied yet. Without a base (the scheduled apply), none: the pull request's
+    plan was the gate."""
     if base_ref is None:
         return frozenset()
     stale = set()
     for ds in datasets:
         if ds.override is None:
             continue
-        before = gitops.file_at(config.root, base_ref, Path(ds.loaded.file).resolve())
-        if before is not None and read_override(before) == ds.override:
+        path = Path(ds.loaded.file).resolve()
+        before = gitops.file_at(config.root, base_ref, path)
+        if before is None or before == path.read_text(encoding="utf-8"):
+            continue
+        if read_override(before) == ds.override:
             stale.add(ds.name)
     return frozenset(stale)
 
