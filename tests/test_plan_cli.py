@@ -97,27 +97,21 @@ def test_a_plan_without_query_changes_needs_no_java(repo: GitOpsRepo) -> None:
     assert code == 2 and document["engineStarted"] is False
 
 
+def _write_reader(repo: GitOpsRepo, query: str) -> None:
+    """``org.example.b``, a derivative of ``org.example.a`` by ``query``."""
+    repo.write(
+        "org.example.b",
+        manifest("org.example.b", "Derivative", derivative_events(["org.example.a"], query)),
+    )
+
+
 def test_a_changed_query_is_analysed_and_a_bad_one_fails_the_plan_naming_the_dataset(
     repo: GitOpsRepo,
 ) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
-    repo.write(
-        "org.example.b",
-        manifest(
-            "org.example.b",
-            "Derivative",
-            derivative_events(["org.example.a"], "SELECT a, b FROM `org.example.a`"),
-        ),
-    )
+    _write_reader(repo, "SELECT a, b FROM `org.example.a`")
     repo.apply()
-    repo.write(
-        "org.example.b",
-        manifest(
-            "org.example.b",
-            "Derivative",
-            derivative_events(["org.example.a"], "SELECT a,\n  nope\nFROM `org.example.a`"),
-        ),
-    )
+    _write_reader(repo, "SELECT a,\n  nope\nFROM `org.example.a`")
     code, document = plan_json(repo, "--detailed-exitcode")
     assert code == 1 and document["engineStarted"] is True
     b = next(d for d in document["datasets"] if d["name"] == "org.example.b")
@@ -132,14 +126,7 @@ def test_a_query_whose_output_the_run_would_refuse_fails_the_plan(repo: GitOpsRe
     """The query is valid SQL, but its output has no event time column: the transform
     would fail at apply, so the plan that approves it fails first, in every format."""
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
-    repo.write(
-        "org.example.b",
-        manifest(
-            "org.example.b",
-            "Derivative",
-            derivative_events(["org.example.a"], "SELECT a, b FROM `org.example.a`"),
-        ),
-    )
+    _write_reader(repo, "SELECT a, b FROM `org.example.a`")
     refused = "the query's output has no event time column 'event_time'"
     code, document = plan_json(repo, "--detailed-exitcode")
     assert code == 1
@@ -158,23 +145,9 @@ def test_a_query_whose_output_the_run_would_refuse_fails_the_plan(repo: GitOpsRe
 
 def test_a_valid_changed_query_shows_its_output_schema_change(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
-    repo.write(
-        "org.example.b",
-        manifest(
-            "org.example.b",
-            "Derivative",
-            derivative_events(["org.example.a"], "SELECT event_time, a, b FROM `org.example.a`"),
-        ),
-    )
+    _write_reader(repo, "SELECT event_time, a, b FROM `org.example.a`")
     repo.apply()
-    repo.write(
-        "org.example.b",
-        manifest(
-            "org.example.b",
-            "Derivative",
-            derivative_events(["org.example.a"], "SELECT event_time, a FROM `org.example.a`"),
-        ),
-    )
+    _write_reader(repo, "SELECT event_time, a FROM `org.example.a`")
     code, document = plan_json(repo, "--detailed-exitcode")
     assert code == 1  # breaking without an override comment
     b = next(d for d in document["datasets"] if d["name"] == "org.example.b")
@@ -200,7 +173,7 @@ def test_an_override_the_base_already_had_allows_no_new_breaking_change(
     query = "SELECT event_time, a, b FROM `org.example.a`"
     b_text = manifest("org.example.b", "Derivative", derivative_events(["org.example.a"], query))
     text = repo.root / "datasets" / "org.example.b.yaml"
-    text.write_text("# reconcile: allow-breaking-change: c was dropped in May\n" + b_text)
+    text.write_text(b_text + "# reconcile: allow-breaking-change: c was dropped in May\n")
     repo.apply()
     repo.commit("base")
     text.write_text(text.read_text().replace("event_time, a, b FROM", "event_time, a FROM"))
@@ -208,6 +181,8 @@ def test_an_override_the_base_already_had_allows_no_new_breaking_change(
     assert code == 1
     assert [v["policy"] for v in document["verdicts"]] == ["breaking-change-override"]
     about_b = [p for p in document["problems"] if p.get("dataset") == "org.example.b"]
+    override_line = len(b_text.splitlines()) + 1  # the warning points at the line
+    assert about_b[0]["location"] == {"file": "datasets/org.example.b.yaml", "line": override_line}
     assert [(p["severity"], p["message"]) for p in about_b] == [
         (
             "warning",

@@ -25,7 +25,7 @@ for the plan's policy to judge.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
@@ -95,8 +95,15 @@ def tables_read(spark: SparkSession, query: str) -> frozenset[str] | None:
     return tables_named(plan, spark.sparkContext._jvm)
 
 
+ViewHint = Callable[[str, Sequence[str]], str]
+"""Rewrites an engine message given the views the step could read (``view_hints``)."""
+
+
 def apply_transform(
-    spark: SparkSession, inputs: Mapping[str, DataFrame], transform: TransformSql
+    spark: SparkSession,
+    inputs: Mapping[str, DataFrame],
+    transform: TransformSql,
+    hint: ViewHint = with_view_hint,
 ) -> DataFrame:
     """The transform's output over ``inputs``, each readable as a view under its alias.
 
@@ -107,13 +114,18 @@ def apply_transform(
     view namespace and so must not run concurrently.
 
     Non-deterministic functions are not refused here: the plan judges them by policy
-    before anything is committed, and ``reconcile sql`` commits nothing.
+    before anything is committed, and ``reconcile sql`` commits nothing. ``hint`` says
+    what to write for a view the query cannot find (``reconcile sql`` knows more names
+    than the views it registered).
     """
-    return _analyse_transform(spark, inputs, transform)[0]
+    return _analyse_transform(spark, inputs, transform, hint)[0]
 
 
 def _analyse_transform(
-    spark: SparkSession, inputs: Mapping[str, DataFrame], transform: TransformSql
+    spark: SparkSession,
+    inputs: Mapping[str, DataFrame],
+    transform: TransformSql,
+    hint: ViewHint = with_view_hint,
 ) -> tuple[DataFrame, tuple[str, ...]]:
     """``apply_transform``'s output, and what in its steps is non-deterministic, each
     as ``rand() in step `output` (line 2)``."""
@@ -125,7 +137,7 @@ def _analyse_transform(
         output: DataFrame | None = None
         for step in transform.normalized().queries or []:
             label = step.alias or OUTPUT_STEP
-            output, found = _analyse_step(spark, label, step.query, views)
+            output, found = _analyse_step(spark, label, step.query, views, hint)
             nondeterministic += [_in_step(label, finding) for finding in found]
             if step.alias is not None:
                 _register(output, step.alias, views)
@@ -174,7 +186,7 @@ def _register(frame: DataFrame, alias: str, views: list[str]) -> None:
 
 
 def _analyse_step(
-    spark: SparkSession, label: str, query: str, views: Sequence[str]
+    spark: SparkSession, label: str, query: str, views: Sequence[str], hint: ViewHint
 ) -> tuple[DataFrame, tuple[Nondeterminism, ...]]:
     """Parse, sandbox and analyse one step, which may read only ``views``; the step's
     frame and what in it is non-deterministic.
@@ -189,7 +201,7 @@ def _analyse_step(
         frame = spark.sql(query)
         nondeterministic = check_plan(frame, views)
     except (AnalysisException, ParseException) as e:
-        message = f"step `{label}`: {with_view_hint(_engine_message(e), views)}"
+        message = f"step `{label}`: {hint(_engine_message(e), views)}"
         raise QueryError(message, _engine_line(e, query), label) from None
     except SandboxError as e:
         raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line, label) from None

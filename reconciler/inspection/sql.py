@@ -39,7 +39,7 @@ import re
 import secrets
 import shutil
 import unicodedata
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -205,19 +205,20 @@ def analyse(
         names = chosen if names is None else [n for n in chosen if n in names]
     views = dataset_views(spark, repo, names)
     transform = models.TransformSql(engine="spark", query=query)
+    datasets = repo.names()
+
+    def hint(message: str, _: Sequence[str]) -> str:
+        """Against every dataset, not just the views registered; no list of them, which
+        would name those with no data too."""
+        reason = partial(_missing_dataset, datasets=datasets, selected=selected)
+        return with_view_hint(message, datasets, reason, listed=False)
+
     try:
-        return apply_transform(spark, views, transform)
+        return apply_transform(spark, views, transform, hint)
     except QueryError as e:
         message = e.message.removeprefix(_STEP_PREFIX)
         if message.startswith(_NOT_A_QUERY):
             message = "only a single read-only query (SELECT, WITH, VALUES, TABLE) can run here"
-        datasets = repo.names()
-        message = with_view_hint(
-            message,
-            datasets,
-            partial(_missing_dataset, datasets=datasets, selected=selected),
-            listed=False,  # every dataset, those with no data too: not a helpful list
-        )
         if e.line is not None and "\n" in query.strip():
             message += f" (line {e.line})"
         raise SqlError(message) from None

@@ -245,7 +245,7 @@ def _stale_override(ds: DesiredDataset, override: str) -> Problem:
         f"the override {override!r} was already in the base branch's manifest: it allowed"
         " an earlier breaking change, not this one; give this change its own reason",
         dataset=ds.name,
-        location=ds.location,
+        location=Location(str(ds.loaded.file), ds.override_line or ds.loaded.line),
         severity=Severity.WARNING,
     )
 

@@ -16,7 +16,7 @@ from ..odf.gc_pause import paused_gc
 from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
 from ..odf.names import name_key
 from .model import Location, Problem
-from .policies import read_override
+from .policies import find_override
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class DesiredDataset:
     loaded: LoadedSnapshot
     inputs: tuple[str, ...]  # resolved to dataset names where possible, else the raw ref
     override: str | None = None  # reason given for an approved breaking change
+    override_line: int | None = None  # where the override comment is (1-based)
 
     @property
     def name(self) -> str:
@@ -128,8 +129,9 @@ def load_desired(
     }
     for name in _dependency_order(resolved, by_name, state):
         item = by_name[name]
-        override = read_override(Path(item.file).read_text(encoding="utf-8"))
-        state.datasets[name] = DesiredDataset(item, tuple(resolved[name]), override)
+        found = find_override(Path(item.file).read_text(encoding="utf-8"))
+        override, line = found if found else (None, None)
+        state.datasets[name] = DesiredDataset(item, tuple(resolved[name]), override, line)
     return state
 
 

@@ -188,6 +188,13 @@ class DatasetPlan:
     recreate: Recreate | None = None  # set exactly when ``action`` is RECREATE
     chain: ChainFacts | None = None  # set exactly when ``action`` is ORPHANED or DELETE
 
+    @property
+    def data_waiting(self) -> bool:
+        """Whether the plan saw data waiting for this dataset (:attr:`Pending.certain`),
+        not only a source that *may* have new data: every ``Url`` source may, on every
+        plan, so that alone says nothing about a change."""
+        return any(p.certain for p in self.pending)
+
 
 @dataclass(frozen=True)
 class Recreate:
@@ -257,7 +264,7 @@ class Plan:
         slices not yet consumed (a source that *may* have new data does not count)."""
         return any(
             d.action in (Action.CREATE, Action.UPDATE, Action.RECREATE, Action.DELETE)
-            or any(p.certain for p in d.pending)
+            or d.data_waiting
             for d in self.datasets
         )
 

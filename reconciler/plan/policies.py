@@ -304,13 +304,20 @@ def read_override(text: str) -> str | None:
     pull request diff. A line without a reason approves nothing (None), and a line inside
     a multi-line string (a SQL query, say) is data, not a comment.
     """
+    found = find_override(text)
+    return found[0] if found else None
+
+
+def find_override(text: str) -> tuple[str, int] | None:
+    """``read_override``'s reason with its 1-based line, where a finding about the
+    override points."""
     if "allow-breaking-change" not in text:  # the common case: skip tokenising the file
         return None
     inside = _lines_inside_scalars(text)
     for match in _OVERRIDE.finditer(text):
-        reason = match.group(1).strip()
-        if reason and text.count("\n", 0, match.start()) not in inside:
-            return reason
+        reason, line = match.group(1).strip(), text.count("\n", 0, match.start())
+        if reason and line not in inside:
+            return reason, line + 1
     return None
 
 

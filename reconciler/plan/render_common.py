@@ -215,13 +215,6 @@ def pending_count(plan: Plan) -> int:
     return sum(1 for d in plan.datasets if d.pending)
 
 
-def seen_pending(dataset: DatasetPlan) -> bool:
-    """Whether the plan saw data waiting for ``dataset`` (:attr:`Pending.certain`), rather
-    than only a source that *may* have new data: every ``Url`` source may, on every plan,
-    so that alone says nothing about the change."""
-    return any(p.certain for p in dataset.pending)
-
-
 def error_count(plan: Plan) -> int:
     """Error problems (a query the engine rejected is one) and error verdicts: everything
     that makes the plan fail (what :attr:`Plan.has_errors` checks, counted)."""

@@ -45,7 +45,6 @@ from .render_common import (
     problems_by_severity,
     readable,
     schema_rows,
-    seen_pending,
     verdicts_by_severity,
     warning_count,
 )
@@ -102,7 +101,7 @@ def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
         if d.events
         or d.recreate
         or d.action is Action.DELETE
-        or seen_pending(d)
+        or d.data_waiting
         or d.name in mentioned
     ]
     return _fit(_Comment(_overview(plan), _graph(plan), sections), limit)
@@ -215,7 +214,7 @@ def _datasets(plan: Plan) -> list[str]:
     listed = [
         d
         for d in plan.datasets
-        if d.action is not Action.UNCHANGED or seen_pending(d) or errors[d.name]
+        if d.action is not Action.UNCHANGED or d.data_waiting or errors[d.name]
     ]
     unlisted = [d for d in plan.datasets if d not in listed]
     count = counted(len(unlisted), "unchanged dataset")
@@ -253,7 +252,7 @@ def _notes(dataset: DatasetPlan, plan: Plan, errors: int) -> list[str]:
         )
     if dataset.changed_in_pr is False and changes_metadata(dataset):
         notes.append("not changed in this PR")
-    if seen_pending(dataset):
+    if dataset.data_waiting:
         notes.append("pending data")
     return notes
 
