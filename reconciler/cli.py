@@ -299,6 +299,43 @@ def push(
 
 
 @app.command()
+def gc(
+    ctx: typer.Context,
+    delete: Annotated[
+        bool, typer.Option("--delete", help="Delete them (without it, gc only lists them).")
+    ] = False,
+    min_age: Annotated[
+        str,
+        typer.Option(
+            "--min-age",
+            metavar="AGE",
+            help="Keep unnamed objects written less than AGE ago (7d, 12h, 30m, 0): a run "
+            "of another clone stores its files before it pushes the blocks naming them.",
+        ),
+    ] = "7d",
+    all_commits: Annotated[
+        bool,
+        typer.Option(
+            "--all-commits",
+            help="Also keep what any commit of any ref names (so a revert of a deletion "
+            "finds its data); by default only the refs' tips and the working tree protect.",
+        ),
+    ] = False,
+    no_fetch: Annotated[
+        bool,
+        typer.Option(
+            "--no-fetch",
+            help="Judge by the refs this clone has, without fetching every remote first.",
+        ),
+    ] = False,
+) -> None:
+    """Delete the objects of a data store outside git that no chain names any more."""
+    from .commands import gc as gc_command
+
+    gc_command.run(ctx.obj, delete, min_age, all_commits, no_fetch)
+
+
+@app.command()
 def show(
     file: Annotated[Path, typer.Argument(help="A plan written by plan --format json --out.")],
     output_format: FormatOption = OutputFormat.TEXT,

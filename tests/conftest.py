@@ -16,7 +16,7 @@ import pytest
 
 # The shared SparkSession fixture lives in its own plugin module; the JVMs' class archive
 # in another.
-pytest_plugins = ["conftest_spark", "jvm_archive"]
+pytest_plugins = ["conftest_spark", "jvm_archive", "s3_server"]
 
 DATA = Path(__file__).resolve().parent / "data"
 VECTORS = DATA / "odf-vectors"

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from gitops_repo import GitOpsRepo
 from pyarrow import fs as pafs
+from s3_server import BUCKET, S3Server, isolate_aws
 from store_watch import watched_init
 from test_crash_kill import (
     KILLABLE_RECONCILE,
@@ -41,7 +42,6 @@ from test_crash_kill import (
     kill_at,
     write_manifests,
 )
-from test_data_store import BUCKET, S3Server, isolate_aws, s3_server  # noqa: F401 (a fixture)
 from typer.testing import CliRunner, Result
 
 from reconciler.cli import app

@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from pyspark.sql import DataFrame, SparkSession
-from test_data_store import BUCKET, S3Server, cli, credentials, s3_server  # noqa: F401
+from s3_server import BUCKET, S3Server
+from test_data_store import cli
 
 from reconciler.config import RepoConfig
 from reconciler.ingest import checkpoints
@@ -216,7 +217,7 @@ def s3_layers(dataset: Dataset) -> tuple[Layer, ...]:
 def test_a_run_fetches_every_layer_it_reads_from_the_object_store(
     spark: SparkSession,
     tmp_path: Path,
-    credentials: S3Server,  # noqa: F811
+    credentials: S3Server,
 ) -> None:
     root = tmp_path / "repo"
     dataset = s3_ledger(root, credentials, ["a b c d", "e f", "g"])
@@ -241,7 +242,7 @@ def test_a_run_fetches_every_layer_it_reads_from_the_object_store(
 def test_a_run_downloads_no_layer_its_keys_cannot_meet(
     spark: SparkSession,
     tmp_path: Path,
-    credentials: S3Server,  # noqa: F811
+    credentials: S3Server,
 ) -> None:
     """Only the footers of the layers are read from the store to prune them, so a run
     whose keys lie beyond every layer downloads none: before, every layer was fetched

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -163,3 +164,55 @@ def resolve_commit(repo_root: Path, ref: str) -> str:
         raise GitError(f"{repo_root} is not in a git repository: {e}") from None
     except (git.BadName, ValueError) as e:
         raise GitError(f"unknown git ref {ref!r}: {e}") from None
+
+
+def fetch_remotes(repo_root: Path) -> list[str]:
+    """Fetch every remote, pruning the branches it no longer has, and name them: before
+    ``reconcile gc`` judges which objects the branches name, a clone must know the
+    branches the team pushed since it last fetched, or it would delete their data."""
+    repo = _repo(repo_root)
+    names = [remote.name for remote in repo.remotes]
+    for name in names:
+        try:
+            repo.git.fetch("--prune", "--quiet", name)
+        except git.GitCommandError as e:
+            raise GitError(f"cannot fetch {name}: {_first_line(str(e.stderr))}") from None
+    return names
+
+
+def block_files(repo_root: Path, odf_dir: Path, all_commits: bool) -> Iterator[tuple[str, bytes]]:
+    """The path (as git lists it) and bytes of every block file
+    (``<odf_dir>/<dataset>/blocks/<hash>``) at the tip of every ref (branches, remote
+    branches, tags, the stash, ``HEAD``), or with ``all_commits`` in every commit they
+    reach; each distinct file once. A shallow clone lacks commits: refused then."""
+    repo = _repo(repo_root)
+    top = Path(repo.working_tree_dir or repo_root).resolve()
+    try:
+        folder = odf_dir.resolve().relative_to(top).as_posix()
+    except ValueError:
+        return  # chains outside the repository: no ref holds them
+    if all_commits and repo.git.rev_parse("--is-shallow-repository") == "true":
+        raise GitError("the clone is shallow: it lacks commits (git fetch --unshallow)")
+    # No pathspec: with one, a walk simplifies history and can skip a merged branch's
+    # commits. Each object is listed once, with the first path it was seen at.
+    walk = [] if all_commits else ["--no-walk"]
+    listed = repo.git.rev_list("--objects", *walk, "--all")
+    depth = folder.count("/") + 4  # <folder>/<dataset>/blocks/<hash>
+    for line in listed.splitlines():
+        oid, _, path = line.partition(" ")
+        parts = path.split("/")
+        if len(parts) == depth and parts[-2] == "blocks" and path.startswith(f"{folder}/"):
+            yield path, repo.odb.stream(bytes.fromhex(oid)).read()
+
+
+def _first_line(stderr: str) -> str:
+    """git's first complaint, out of GitPython's ``stderr: '…'`` wrapping."""
+    text = stderr.strip().removeprefix("stderr:").strip().strip("'")
+    return text.splitlines()[0].strip() if text else "no reason given"
+
+
+def _repo(repo_root: Path) -> git.Repo:
+    try:
+        return git.Repo(repo_root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
+        raise GitError(f"{repo_root} is not in a git repository: {e}") from None

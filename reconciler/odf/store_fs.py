@@ -19,7 +19,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
@@ -32,6 +32,18 @@ _FOLDER = pafs.FileType.Directory
 _PENDING = ".pending-"
 """The prefix of a temporary: an upload (folder store) or a download not yet renamed."""
 _SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
+
+
+class StoredObject(NamedTuple):
+    """One file of a store as its listing gives it."""
+
+    path: str
+    """``data/<hash>`` or ``checkpoints/<hash>`` (or a temporary's name there)."""
+    size: int
+    modified: float
+    """When it was written, in seconds since the epoch (S3's ``LastModified``)."""
+    temporary: bool
+    """An upload not renamed into its object yet, or a killed run's: never an object."""
 
 
 class FileSystemStore:
@@ -135,16 +147,33 @@ class FileSystemStore:
         and listing it for each would cost the whole store's listing per dataset): a
         snapshot for checks that write nothing, which is all that ask for it."""
         if self._listed is None:
-            listed: dict[str, int] = {}
-            with self._errors("cannot be listed"):
-                for kind in KINDS:
-                    folder = f"{self.base}/{folder_of(kind)}"
-                    selector = pafs.FileSelector(folder, allow_not_found=True)
-                    for info in self.filesystem.get_file_info(selector):
-                        if info.type == pafs.FileType.File and not _temporary(info.base_name):
-                            listed[f"{folder_of(kind)}/{info.base_name}"] = info.size
-            self._listed = listed
+            self._listed = {o.path: o.size for o in self.objects() if not o.temporary}
         return self._listed
+
+    def objects(self) -> list[StoredObject]:
+        """Every file under the store's folders, listed now (never the snapshot
+        ``sizes`` keeps), an upload a killed run left half done included: what
+        ``reconcile gc`` judges by age."""
+        found: list[StoredObject] = []
+        with self._errors("cannot be listed"):
+            for kind in KINDS:
+                folder = folder_of(kind)
+                selector = pafs.FileSelector(f"{self.base}/{folder}", allow_not_found=True)
+                for info in self.filesystem.get_file_info(selector):
+                    if info.type == pafs.FileType.File:
+                        name = info.base_name
+                        modified = (info.mtime_ns or 0) / 1e9
+                        found.append(
+                            StoredObject(f"{folder}/{name}", info.size, modified, _temporary(name))
+                        )
+        return sorted(found)
+
+    def delete(self, path: str) -> None:
+        """Remove the file at ``path`` (``data/<hash>``…) and its cached copy; one
+        already gone is no error (two collectors may race)."""
+        with self._errors(f"cannot delete {path}"), contextlib.suppress(FileNotFoundError):
+            self.filesystem.delete_file(f"{self.base}/{path}")
+        (self.cache / path).unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def open(self, hash_: str, kind: str) -> Iterator[BinaryIO]:

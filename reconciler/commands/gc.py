@@ -1,0 +1,114 @@
+"""``reconcile gc``: delete the objects of a data store outside git that no chain names.
+
+Like ``dvc gc`` and Delta's ``VACUUM``, it decides by what it protects, and says so:
+the chains in the working tree and at the tip of every ref (branches, the remotes'
+branches after a fetch, tags, the stash), or with ``--all-commits`` in every commit
+those reach, which a ``git revert`` of a deletion needs. Objects written less than
+``--min-age`` ago stay whatever names them (another clone's run stores its files
+before it pushes the blocks naming them). Without ``--delete`` it only lists.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import typer
+
+from ..gitloop.gitops import GitError, block_files, fetch_remotes
+from ..odf.lock import RepositoryLockedError
+from ..odf.store import StoreError
+from ..odf.store_fs import FileSystemStore, StoredObject
+from ..odf.store_gc import (
+    Judgement,
+    UnreadableBlockError,
+    judge,
+    names_in_blocks,
+    working_tree_blocks,
+)
+from .common import Session, fail, usage_error
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_age(text: str) -> float:
+    """``7d``, ``12h``, ``30m``, ``90s`` or ``0`` as seconds."""
+    found = re.fullmatch(r"(\d+)([smhd]?)", text.strip())
+    if found is None or (found[2] == "" and found[1] != "0"):
+        raise usage_error(f"--min-age: {text!r} is not an age like 7d, 12h, 30m or 0")
+    return int(found[1]) * _UNITS.get(found[2], 1)
+
+
+def run(session: Session, delete: bool, min_age: str, all_commits: bool, no_fetch: bool) -> None:
+    age = parse_age(min_age)
+    config = session.config
+    store = session.odf.store
+    if not isinstance(store, FileSystemStore):
+        shown = (
+            config.odf_dir.relative_to(config.root)
+            if config.odf_dir.is_relative_to(config.root)
+            else config.odf_dir
+        )
+        typer.echo(
+            f"the data store is the dataset folders ({shown}/): git keeps their files, and a"
+            " run removes any file no block names; nothing to collect"
+        )
+        return
+    session.check_store()
+    try:
+        if not no_fetch:
+            for remote in fetch_remotes(config.root):
+                session.say(f"fetched {remote}")
+        if delete:
+            with session.odf.lock("reconcile gc --delete", timeout=session.lock_timeout):
+                judgement = _judge(session, store, age, all_commits)
+                _delete(store, judgement.collect)
+        else:
+            judgement = _judge(session, store, age, all_commits)
+    except (GitError, UnreadableBlockError, StoreError, RepositoryLockedError) as e:
+        raise fail(f"error: {e}; nothing deleted") from None
+    _report(store, judgement, delete, min_age, all_commits)
+
+
+def _judge(session: Session, store: FileSystemStore, age: float, all_commits: bool) -> Judgement:
+    """The store's listing against the names of every protected chain. The listing is
+    taken after the blocks are read: an object stored meanwhile is young, so kept."""
+    config = session.config
+    named = names_in_blocks(working_tree_blocks(config.odf_dir))
+    named |= names_in_blocks(block_files(config.root, config.odf_dir, all_commits))
+    return judge(store.objects(), named, age, time.time())
+
+
+def _delete(store: FileSystemStore, objects: list[StoredObject]) -> None:
+    for stored in objects:
+        store.delete(stored.path)
+
+
+def _report(
+    store: FileSystemStore, judgement: Judgement, deleted: bool, min_age: str, all_commits: bool
+) -> None:
+    scope = "every commit of every ref" if all_commits else "the tip of every ref"
+    typer.echo(
+        f"data store {store.shown}: {_objects(judgement.named)} named by the chains in the"
+        f" working tree or in {scope}"
+    )
+    if judgement.young:
+        typer.echo(
+            f"kept {_objects(len(judgement.young))} no chain names, written less than"
+            f" {min_age} ago (--min-age): a run not pushed yet may name it"
+        )
+    collect = judgement.collect
+    if not collect:
+        typer.echo("nothing to delete")
+        return
+    size = sum(stored.size for stored in collect)
+    verb = "deleted" if deleted else "would delete"
+    typer.echo(f"{verb} {_objects(len(collect))} ({size:,} bytes):")
+    for stored in collect:
+        typer.echo(f"  {stored.path}")
+    if not deleted:
+        typer.echo("run `reconcile gc --delete` to delete them")
+
+
+def _objects(n: int) -> str:
+    return f"{n} object" if n == 1 else f"{n:,} objects"
