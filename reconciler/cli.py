@@ -328,11 +328,14 @@ def gc(
             help="Judge by the refs this clone has, without fetching every remote first.",
         ),
     ] = False,
+    lock_timeout: LockTimeoutOption = None,
 ) -> None:
     """Delete the objects of a data store outside git that no chain names any more."""
     from .commands import gc as gc_command
 
-    gc_command.run(ctx.obj, delete, min_age, all_commits, no_fetch)
+    session: Session = ctx.obj
+    session.override(None, False, lock_timeout)
+    gc_command.run(session, delete, min_age, all_commits, no_fetch)
 
 
 @app.command()

@@ -63,8 +63,9 @@ def loaded(root: Path, *args: str) -> str:
         (["log", "org.example.b"], "0 ['numpy', 'pyarrow', 'pydantic']"),
         (["verify", "--integrity"], "0 ['git', 'numpy', 'pyarrow', 'pydantic']"),
         (["lineage"], "0 ['numpy', 'pyarrow', 'pydantic']"),
+        (["gc"], "0 ['git', 'numpy', 'pyarrow', 'pydantic']"),
     ],
-    ids=["help", "version", "plan-usage-error", "plan", "log", "verify-integrity", "lineage"],
+    ids=["help", "version", "plan-usage-error", "plan", "log", "verify-integrity", "lineage", "gc"],
 )
 def test_a_command_that_starts_no_engine_loads_neither_spark_nor_openlineage(
     repo: GitOpsRepo, args: list[str], expected: str

@@ -141,6 +141,7 @@ def test_every_run_script_of_the_scaffolds_workflows_passes_shellcheck(tmp_path:
         "reconcile.yml:reconcile/Install the reconciler",
         "reconcile.yml:reconcile/Verify the chains",
         "reconcile.yml:reconcile/Apply and push the advanced chains",
+        "reconcile.yml:reconcile/Collect the data store's unnamed objects",
         "reconcile.yml:reconcile/Summary",
     ]
     failures = {step: shellcheck(script).stdout for step, script in scripts.items()}

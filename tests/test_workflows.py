@@ -168,6 +168,16 @@ def test_reconcile_runs_one_at_a_time_and_pushes_the_chains_itself() -> None:
             "reconcile apply --prune --commit --push --format json > result.json"
             in (scripts["reconcile/Apply and push the advanced chains"])
         )
+        # gc only when the repository opts in, only on the weekly run, after the push.
+        steps = [step.get("name") for step in document["jobs"]["reconcile"]["steps"]]
+        gc = steps.index("Collect the data store's unnamed objects")
+        assert steps[gc - 1] == "Apply and push the advanced chains"
+        assert document["jobs"]["reconcile"]["steps"][gc]["if"] == (
+            "${{ vars.RECONCILER_GC == 'delete' && github.event.schedule == '47 3 * * 0' }}"
+        )
+        assert scripts["reconcile/Collect the data store's unnamed objects"] == (
+            "reconcile gc --delete"
+        )
 
 
 def test_the_scaffolds_workflows_are_this_repositorys_but_for_the_pinned_package() -> None:
