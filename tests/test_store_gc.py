@@ -117,7 +117,7 @@ def test_gc_deletes_what_no_ref_names_once_the_remote_forgets_it(
         f"data store s3://{prefix}: 1 object named by the chains in the working tree or in"
         " the tip of every ref",
         "kept 2 objects no chain names, written less than 7d ago (--min-age): a run not"
-        " pushed yet may name it",
+        " pushed yet may name them",
         "nothing to delete",
     ]
     assert "origin/report" not in repo.git.branch("-r")

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 
 import typer
 
-from ..gitloop.gitops import GitError, block_files, fetch_remotes
+from ..gitloop.gitops import GitError, blob_id, block_files, fetch_remotes
 from ..odf.lock import RepositoryLockedError
 from ..odf.store import StoreError
 from ..odf.store_fs import FileSystemStore, StoredObject
@@ -74,8 +75,15 @@ def _judge(session: Session, store: FileSystemStore, age: float, all_commits: bo
     """The store's listing against the names of every protected chain. The listing is
     taken after the blocks are read: an object stored meanwhile is young, so kept."""
     config = session.config
-    named = names_in_blocks(working_tree_blocks(config.odf_dir))
-    named |= names_in_blocks(block_files(config.root, config.odf_dir, all_commits))
+    read: set[str] = set()  # git's ids of the working tree's blocks: not read twice
+
+    def recorded(blocks: Iterator[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
+        for where, data in blocks:
+            read.add(blob_id(data))
+            yield where, data
+
+    named = names_in_blocks(recorded(working_tree_blocks(config.odf_dir)))
+    named |= names_in_blocks(block_files(config.root, config.odf_dir, all_commits, read))
     return judge(store.objects(), named, age, time.time())
 
 
@@ -95,7 +103,8 @@ def _report(
     if judgement.young:
         typer.echo(
             f"kept {_objects(len(judgement.young))} no chain names, written less than"
-            f" {min_age} ago (--min-age): a run not pushed yet may name it"
+            f" {min_age} ago (--min-age): a run not pushed yet may name"
+            f" {'it' if len(judgement.young) == 1 else 'them'}"
         )
     collect = judgement.collect
     if not collect:

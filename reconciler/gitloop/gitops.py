@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -180,11 +182,15 @@ def fetch_remotes(repo_root: Path) -> list[str]:
     return names
 
 
-def block_files(repo_root: Path, odf_dir: Path, all_commits: bool) -> Iterator[tuple[str, bytes]]:
+def block_files(
+    repo_root: Path, odf_dir: Path, all_commits: bool, known: AbstractSet[str] = frozenset()
+) -> Iterator[tuple[str, bytes]]:
     """The path (as git lists it) and bytes of every block file
     (``<odf_dir>/<dataset>/blocks/<hash>``) at the tip of every ref (branches, remote
     branches, tags, the stash, ``HEAD``), or with ``all_commits`` in every commit they
-    reach; each distinct file once. A shallow clone lacks commits: refused then."""
+    reach; each distinct file once, but for those whose ids are in ``known`` (read
+    already: most of them are the working tree's). A shallow clone lacks commits:
+    refused then."""
     repo = _repo(repo_root)
     top = Path(repo.working_tree_dir or repo_root).resolve()
     try:
@@ -201,8 +207,15 @@ def block_files(repo_root: Path, odf_dir: Path, all_commits: bool) -> Iterator[t
     for line in listed.splitlines():
         oid, _, path = line.partition(" ")
         parts = path.split("/")
-        if len(parts) == depth and parts[-2] == "blocks" and path.startswith(f"{folder}/"):
+        if oid in known or len(parts) != depth or parts[-2] != "blocks":
+            continue
+        if path.startswith(f"{folder}/"):
             yield path, repo.odb.stream(bytes.fromhex(oid)).read()
+
+
+def blob_id(data: bytes) -> str:
+    """The id git gives a file of these bytes (``git hash-object``)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def _first_line(stderr: str) -> str:
