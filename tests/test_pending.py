@@ -6,8 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import git
 import pytest
-from gitops_repo import GitOpsRepo, manifest, root_events
+from gitops_repo import T0, T1, GitOpsRepo, manifest, reconcile, root_events, rows, slices
+from pyspark.sql import SparkSession
 
 from reconciler.odf import models
 from reconciler.odf.chain import ChainState
@@ -120,3 +122,52 @@ def test_without_a_listing_a_files_glob_only_may_have_new_data(repo: GitOpsRepo)
     assert plan.datasets[0].pending == (
         Pending("polling-source", "FilesGlob source may have new data"),
     )
+
+
+def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_is_an_error(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """A FilesGlob reads each file once, in name order: an edit to a file ingested, or a
+    new file sorting before the last one ingested, would apply as "up to date" forever."""
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n")
+    reconcile(repo.root, T0)
+    repo.commit("ingested a.csv and b.csv")
+    git.Repo(repo.root).git.switch("-q", "-c", "pr")
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,corrected\n")
+    (repo.root / "sources" / "a0.csv").write_text("a,b\n0,late\n")
+    (repo.root / "sources" / "c.csv").write_text("a,b\n3,z\n")
+    other = "org.example.copy"  # a new dataset reads every file: nothing to say
+    repo.write(other, manifest(other, "Root", root_events()))
+    repo.commit("a pull request")
+    plan = make_plan(repo.config, PlanRequest(base_ref="main"))
+    where = Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 38)
+    rule = "a FilesGlob source reads each file once, in name order, so"
+    advice = "be ingested; put the rows in a new file whose name sorts after b.csv"
+    assert plan.problems == (
+        Problem(
+            f"sources/a0.csv, added by this pull request, sorts before b.csv, the last file"
+            f" {NAME} ingested: {rule} it will never {advice}",
+            dataset=NAME,
+            location=where,
+            field="content.metadata[0].fetch.path",
+        ),
+        Problem(
+            f"sources/b.csv, modified by this pull request, was ingested by {NAME} already:"
+            f" {rule} the change will never {advice}",
+            dataset=NAME,
+            location=where,
+            field="content.metadata[0].fetch.path",
+        ),
+    )
+    assert plan.exit_code(detailed=True) == 1
+    mine = next(d for d in plan.datasets if d.name == NAME)
+    assert mine.pending == (Pending("new-files", "1 new file: c.csv"),)
+    # Without a base nothing tells what the pull request touched: no error.
+    assert make_plan(repo.config, PlanRequest()).problems == ()
+    # What the error says is what apply does: only c.csv is read.
+    reconcile(repo.root, T1)
+    ingested = [
+        rows(t, "offset", "op", "system_time", "event_time") for t in slices(repo.odf.dataset(NAME))
+    ]
+    assert ingested == [[(1, "x")], [(2, "y")], [(3, "z")]]  # one slice a file

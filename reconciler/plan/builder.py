@@ -9,7 +9,7 @@ changed; so a plan without such changes never starts a JVM.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..odf import models
 from ..odf.chain import ChainState
@@ -40,7 +40,13 @@ from .model import (
     Severity,
     Verdict,
 )
-from .pending import GlobListings, empty_glob_problems, pending_data
+from .pending import (
+    GlobListings,
+    TouchedFile,
+    empty_glob_problems,
+    pending_data,
+    unread_changes,
+)
 from .preprocess_output import output_problems
 from .query_problems import CheckedQuery, query_problem
 from .recreate import HistoryReader, plan_recreates
@@ -93,6 +99,9 @@ class PlanOptions:
     stale_overrides: frozenset[str] = frozenset()
     """Datasets whose override line the base's manifest already had: it was written for
     an earlier breaking change, and allows none the pull request makes."""
+    touched_sources: Mapping[str, tuple[TouchedFile, ...]] = field(default_factory=dict)
+    """Per dataset, the files of its ``FilesGlob`` the pull request added or modified
+    (``pending.unread_changes``)."""
 
 
 def build_plan(
@@ -142,6 +151,8 @@ def build_plan(
     for name, ds in desired.datasets.items():
         plans[name] = replace(plans[name], pending=pending_data(ds, actual, listings))
         all_problems += empty_glob_problems(ds, listings)
+        touched = options.touched_sources.get(name, ())
+        all_problems += unread_changes(ds, plans[name].action, actual.get(name), touched)
     # ``history`` reads the chains of the roots recreated, to check their files are there
     plans = plan_recreates(
         plans,

@@ -16,11 +16,13 @@ listing it is handed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
+from typing import Literal, NamedTuple
 
 from ..odf import models
 from ..odf.chain import ChainState
 from .desired import DesiredDataset
-from .model import Pending, Problem, Severity
+from .model import Action, Pending, Problem, Severity
 from .policies import field_location
 
 NAMED_FILES = 10  # file names listed before "and N more"
@@ -28,6 +30,14 @@ _ETAG = "odf/etag"  # the source-state kind in which a FilesGlob records its las
 
 GlobListings = Mapping[str, Sequence[str]]
 """Per dataset name, the names of the files its ``FilesGlob`` matches now, sorted."""
+
+
+class TouchedFile(NamedTuple):
+    """A file of a ``FilesGlob`` source that a pull request added or modified."""
+
+    path: str
+    """As the repository shows it: ``sources/orders/orders-2026-01-05.csv``."""
+    status: Literal["added", "modified"]
 
 
 def pending_data(
@@ -69,6 +79,42 @@ def empty_glob_problems(ds: DesiredDataset, listings: GlobListings | None) -> li
     ]
 
 
+def unread_changes(
+    ds: DesiredDataset, action: Action, state: ChainState | None, touched: Sequence[TouchedFile]
+) -> list[Problem]:
+    """An error for each source file the pull request added or modified that no apply
+    will ever read: a ``FilesGlob`` reads files once, in name order, after the last one
+    its chain ingested, so an edit to a file already ingested, or a new file whose name
+    sorts before that one, is ignored and the apply says "up to date". A chain read again
+    from every file (created or recreated) reads them all."""
+    after = _last_file(state)
+    if after is None or action in (Action.CREATE, Action.RECREATE):
+        return []
+    index, _ = _polling_source(ds.snapshot)
+    location = field_location(ds.loaded, ("content", "metadata", index, "fetch", "path"))
+    problems = []
+    for file in touched:
+        name = PurePosixPath(file.path).name
+        if name > after:
+            continue
+        if file.status == "modified":
+            what = f"modified by this pull request, was ingested by {ds.name} already"
+        else:
+            what = f"added by this pull request, sorts before {after}"
+            what += f", the last file {ds.name} ingested"
+        problems.append(
+            Problem(
+                f"{file.path}, {what}: a FilesGlob source reads each file once, in name"
+                f" order, so {'the change' if file.status == 'modified' else 'it'} will never"
+                f" be ingested; put the rows in a new file whose name sorts after {after}",
+                dataset=ds.name,
+                location=location,
+                field=f"content.metadata[{index}].fetch.path",
+            )
+        )
+    return problems
+
+
 def _polling_source(
     snapshot: models.DatasetSnapshot,
 ) -> tuple[int, models.SetPollingSource | None]:
@@ -94,9 +140,14 @@ def _listed(
 def _new_files(listed: Sequence[str], state: ChainState | None) -> list[str]:
     """The files the next apply would ingest: by name, those after the last one ingested
     (fetch's own rule, so the plan and the pull agree on every name)."""
-    last = state.last_source_state if state is not None else None
-    after = last.value if last is not None and last.kind == _ETAG else None
+    after = _last_file(state)
     return sorted({n for n in listed if after is None or n > after})
+
+
+def _last_file(state: ChainState | None) -> str | None:
+    """The name of the last file a ``FilesGlob`` source of the chain ingested."""
+    last = state.last_source_state if state is not None else None
+    return last.value if last is not None and last.kind == _ETAG else None
 
 
 def _files_phrase(files: Sequence[str]) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import ConfigError, RepoConfig
+from ..config import ConfigError, RepoConfig, shown_path
 from ..gitloop import gitops
 from ..odf import models
 from ..odf.codec import decode_block
@@ -32,7 +32,7 @@ from ..plan.builder import (
 from ..plan.confinement import manifest_problems, source_problems
 from ..plan.desired import DesiredDataset, load_desired
 from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
-from ..plan.pending import GlobListings
+from ..plan.pending import GlobListings, TouchedFile
 from ..plan.policies import PolicySet, evaluate, load_policies, read_override
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .root_history import history_reader
@@ -112,8 +112,19 @@ def list_globs(
     """The names of the files each dataset's ``FilesGlob`` source in force matches now,
     sorted, by the fetch's own confined glob (``source_paths``): entries are listed, never
     opened. A path that leads outside is left out; it is a problem of its own."""
+    return _names(_glob_matches(root, allowed, manifests))
+
+
+def _names(matched: Mapping[str, Sequence[Path]]) -> GlobListings:
+    return {name: tuple(sorted(m.name for m in paths)) for name, paths in matched.items()}
+
+
+def _glob_matches(
+    root: Path, allowed: Sequence[Path], manifests: Iterable[DesiredDataset]
+) -> dict[str, list[Path]]:
+    """The files each dataset's ``FilesGlob`` source in force matches now."""
     roots = SourceRoots.of(root, allowed)
-    listings: dict[str, tuple[str, ...]] = {}
+    matched: dict[str, list[Path]] = {}
     for ds in manifests:
         sources = [e for e in ds.snapshot.metadata if isinstance(e, models.SetPollingSource)]
         if not sources or not isinstance(sources[-1].fetch, models.FetchStepFilesGlob):
@@ -122,8 +133,30 @@ def list_globs(
             matches = glob_matches(sources[-1].fetch.path, roots, root)
         except OutsideError:
             continue
-        listings[ds.name] = tuple(sorted(m.name for m in matches if m.is_file()))
-    return listings
+        matched[ds.name] = [m for m in matches if m.is_file()]
+    return matched
+
+
+def _touched_sources(
+    config: RepoConfig, base_ref: str | None, matched: dict[str, list[Path]]
+) -> dict[str, tuple[TouchedFile, ...]]:
+    """Per dataset, the files its ``FilesGlob`` matches that the pull request added or
+    modified (since it branched from ``base_ref``; none without one):
+    ``pending.unread_changes`` tells which of them the next apply would never read."""
+    if base_ref is None:
+        return {}
+    changes = gitops.changed_files(config.root, base_ref, config.root)
+    statuses = {config.root / path: status for status, path in changes if status != "deleted"}
+    touched: dict[str, tuple[TouchedFile, ...]] = {}
+    for name, paths in matched.items():
+        files = tuple(
+            TouchedFile(shown_path(path, config.root), statuses[path])
+            for path in paths
+            if path in statuses
+        )
+        if files:
+            touched[name] = files
+    return touched
 
 
 def _stale_overrides(
@@ -201,8 +234,16 @@ def make_plan(
         return evaluate(policy_set, ds.loaded, plan)
 
     stale = _stale_overrides(config, request.base_ref, desired.datasets.values())
+    matched = _glob_matches(config.root, allowed, desired.datasets.values())
+    touched = (
+        {} if request.base_ref is None else _touched_sources(config, request.base_ref, matched)
+    )
     options = PlanOptions(
-        prune=request.prune, base_ref=request.base_ref, changed=changed, stale_overrides=stale
+        prune=request.prune,
+        base_ref=request.base_ref,
+        changed=changed,
+        stale_overrides=stale,
+        touched_sources=touched,
     )
     plan = build_plan(
         desired,
@@ -213,7 +254,7 @@ def make_plan(
         policies=judge,
         options=options,
         problems=problems,
-        listings=list_globs(config.root, allowed, desired.datasets.values()),
+        listings=_names(matched),
         history=history_reader(repo),
     )
     if request.base_ref is not None:
