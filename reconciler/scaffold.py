@@ -5,12 +5,21 @@ only installed the package gets the same example, default policies and workflows
 repository tests. The workflows pin the installed version, so CI runs the reconciler the
 team tried locally, and upgrading it is a reviewed change like any other.
 
-Nothing is ever overwritten: when the target already holds a reconciler repository or any
-file the scaffold would write, nothing is written and the error says why.
+It also goes into an existing repository, which nearly always has a ``.gitignore`` and a
+``README.md``, and often a ``pyproject.toml``: those three are the team's, and are added
+to, never replaced. The ``.gitignore`` gains the lines it lacks, ``pyproject.toml`` gains
+the ``[tool.reconciler]`` tables, and the scaffold's guide goes to ``RECONCILER.md``
+beside the team's README. Any other file the scaffold would write that exists already,
+a ``pyproject.toml`` that has ``[tool.reconciler]`` or is not valid TOML, or a
+``datasets/`` folder with manifests, stops it before anything is written, and the error
+says why.
 """
 
 from __future__ import annotations
 
+import os
+import tomllib
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -21,6 +30,9 @@ VERSION_TOKEN = "@RECONCILER_VERSION@"
 # be git's rules for this repository's own files there, and one rule for every dotted
 # name (".github/" too) keeps the mapping obvious.
 DOT_PREFIX = "dot-"
+GUIDE = Path("RECONCILER.md")
+"""Where the scaffold's README goes when the repository has its own."""
+_ADDED = "# Added by `reconcile init` (odf-reconciler):"
 
 
 class InitRefusedError(ValueError):
@@ -46,32 +58,122 @@ class ConflictingFilesError(InitRefusedError):
         super().__init__(f"refusing to overwrite {len(conflicts)} existing file(s): {listed}")
 
 
-def init_repository(target: Path) -> list[Path]:
+@dataclass(frozen=True)
+class Written:
+    """One file ``init`` wrote: created, or one of the team's it added to (``note`` says
+    what)."""
+
+    path: Path
+    created: bool
+    note: str = ""
+
+
+def init_repository(target: Path) -> list[Written]:
     """Write the scaffold into ``target`` (created if missing) and return the files written,
     in path order; raise an ``InitRefusedError`` subclass, writing nothing, when it would
     overwrite anything."""
-    files = _template_files()
     datasets_dir = target / "datasets"
     if datasets_dir.is_dir() and any(datasets_dir.iterdir()):
         raise RepositoryExistsError(datasets_dir)
-    conflicts = [
-        target / relative
-        for relative in files
-        if (target / relative).exists() or (target / relative).is_symlink()
-    ]
+    pinned = version(DISTRIBUTION)
+    texts = {
+        relative: source.read_text(encoding="utf-8").replace(VERSION_TOKEN, pinned)
+        for relative, source in _template_files().items()
+    }
+    if _exists(target / "README.md"):
+        texts[GUIDE] = texts.pop(Path("README.md"))
+    additions: dict[Path, tuple[str, str]] = {}
+    conflicts = []
+    for relative, text in sorted(texts.items()):
+        path = target / relative
+        if not _exists(path):
+            continue
+        addition = _addition(path, relative, text)
+        if addition is None:
+            conflicts.append(path)
+        else:
+            additions[relative] = addition
     if conflicts:
         raise ConflictingFilesError(conflicts)
-    pinned = version(DISTRIBUTION)
     written = []
-    for relative, source in files.items():
+    for relative, text in sorted(texts.items()):
         path = target / relative
+        if relative in additions:
+            merged, note = additions[relative]
+            if merged:
+                _replace(path, merged)
+                written.append(Written(path, False, note))
+            continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = source.read_text(encoding="utf-8").replace(VERSION_TOKEN, pinned)
         # "x": a file that appeared since the check above is still not overwritten.
         with open(path, "x", encoding="utf-8", newline="") as f:
             f.write(text)
-        written.append(path)
+        note = "the scaffold's README (README.md is yours)" if relative == GUIDE else ""
+        written.append(Written(path, True, note))
     return written
+
+
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def _addition(path: Path, relative: Path, text: str) -> tuple[str, str] | None:
+    """The team's own file with the scaffold's part added, and what was added (an empty
+    text: nothing to add); None when the file is not one to add to, a conflict."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    if relative == Path(".gitignore"):
+        return _gitignore(path.read_text(encoding="utf-8"), text)
+    if relative == Path("pyproject.toml"):
+        return _pyproject(path, path.read_text(encoding="utf-8"), text)
+    return None
+
+
+def _gitignore(ours: str, scaffold: str) -> tuple[str, str]:
+    """The team's ``.gitignore`` with the scaffold's rules it lacks, after a comment."""
+    have = {line.strip() for line in ours.splitlines()}
+    missing = [
+        line
+        for line in scaffold.splitlines()
+        if line.strip() and not line.startswith("#") and line.strip() not in have
+    ]
+    if not missing:
+        return "", ""
+    separator = "" if not ours or ours.endswith("\n") else "\n"
+    merged = ours + separator + "\n".join(["", _ADDED, *missing]) + "\n"
+    return merged, f"{len(missing)} rule{'s' if len(missing) != 1 else ''} added"
+
+
+def _pyproject(path: Path, ours: str, scaffold: str) -> tuple[str, str]:
+    """The team's ``pyproject.toml`` with the ``[tool.reconciler]`` tables appended;
+    refused when it has them already, or is not valid TOML (appending to it would hide
+    why)."""
+    try:
+        document = tomllib.loads(ours)
+    except tomllib.TOMLDecodeError as e:
+        raise InitRefusedError(f"{path} is not valid TOML ({e}): nothing written") from None
+    if "reconciler" in document.get("tool", {}):
+        raise InitRefusedError(
+            f"{path} has [tool.reconciler] already: this is a reconciler repository already"
+        )
+    separator = "" if not ours or ours.endswith("\n") else "\n"
+    merged = ours + separator + "\n" + scaffold
+    try:
+        tomllib.loads(merged)
+    except tomllib.TOMLDecodeError as e:  # an inline `tool = {…}` table cannot take more
+        raise InitRefusedError(
+            f"{path}: [tool.reconciler] cannot be added to it ({e}): nothing written"
+        ) from None
+    return merged, "[tool.reconciler] added"
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` over the team's file through a temporary: a crash leaves the old
+    file or the new one, and its permissions stay."""
+    tmp = path.with_name(f".{path.name}.reconcile-init")
+    tmp.write_text(text, encoding="utf-8", newline="")
+    os.chmod(tmp, path.stat().st_mode & 0o7777)
+    os.replace(tmp, path)
 
 
 def _template_files() -> dict[Path, Path]:

@@ -373,7 +373,7 @@ def test_init_works_outside_a_repository_and_names_each_file_then_refuses_a_seco
     assert first.exit_code == 0, first.output
     lines = first.output.splitlines()
     assert (
-        lines[-1] == f"{len(lines) - 1} files written in {tmp_path / 'new'}: next, `reconcile plan`"
+        lines[-1] == f"{len(lines) - 1} files created in {tmp_path / 'new'}: next, `reconcile plan`"
     )
     assert all((tmp_path / "new" / line.removeprefix("created ")).is_file() for line in lines[:-1])
     assert "created pyproject.toml" in lines

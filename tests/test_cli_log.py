@@ -119,6 +119,13 @@ def test_log_of_an_unknown_dataset_fails_with_its_name(repo: Path) -> None:
     assert (
         result.stderr.strip() == f"error: dataset 'org.example.missing' not found in {repo / 'odf'}"
     )
+    # A name close to a dataset's is told which one it may mean.
+    typo = run(repo, "log", "org.example.dss")
+    assert (typo.returncode, typo.stderr.strip()) == (
+        1,
+        f"error: dataset 'org.example.dss' not found in {repo / 'odf'}; did you mean"
+        " org.example.ds?",
+    )
 
 
 def test_log_reports_a_tampered_block_instead_of_crashing(repo: Path) -> None:

@@ -7,6 +7,7 @@ policies are this repository's own, and it never overwrites a file.
 from __future__ import annotations
 
 import filecmp
+import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -64,7 +65,8 @@ def test_init_writes_the_scaffold_into_a_new_folder_and_returns_every_file_it_wr
 ) -> None:
     target = tmp_path / "team-data"
     written = init_repository(target)
-    assert [p.relative_to(target).as_posix() for p in written] == SCAFFOLD
+    assert [w.path.relative_to(target).as_posix() for w in written] == SCAFFOLD
+    assert all(w.created and w.note == "" for w in written)
     assert _files(target) == SCAFFOLD
 
 
@@ -183,18 +185,117 @@ def test_init_lists_every_existing_file_it_would_overwrite_and_writes_nothing(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "README.md").write_text("# Ours\n")
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "naming.yaml").write_text("ours: true\n")
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
     (tmp_path / ".github" / "workflows" / "plan.yml").write_text("name: ours\n")
+    (tmp_path / "RECONCILER.md").write_text("# Ours too\n")
     with pytest.raises(ConflictingFilesError) as refused:
         init_repository(tmp_path)
-    conflicts = [tmp_path / ".github" / "workflows" / "plan.yml", tmp_path / "README.md"]
+    conflicts = [
+        tmp_path / ".github" / "workflows" / "plan.yml",
+        tmp_path / "RECONCILER.md",
+        tmp_path / "policies" / "naming.yaml",
+    ]
     assert refused.value.conflicts == conflicts
     assert str(refused.value) == (
-        f"refusing to overwrite 2 existing file(s): {conflicts[0]}, {conflicts[1]}"
+        f"refusing to overwrite 3 existing file(s): {conflicts[0]}, {conflicts[1]}, {conflicts[2]}"
     )
     assert isinstance(refused.value, InitRefusedError)
-    assert _files(tmp_path) == [".github/workflows/plan.yml", "README.md"]
+    assert _files(tmp_path) == [
+        ".github/workflows/plan.yml",
+        ".gitignore",
+        "README.md",
+        "RECONCILER.md",
+        "policies/naming.yaml",
+    ]
     assert (tmp_path / "README.md").read_text() == "# Ours\n"
+    assert (tmp_path / ".gitignore").read_text() == "*.log\n"
+
+
+def test_init_goes_into_an_existing_repository_adding_to_its_own_files(
+    tmp_path: Path,
+) -> None:
+    """A Python project's repository: its pyproject.toml gains [tool.reconciler], its
+    .gitignore the rules it lacks (once), and its README stays, the guide beside it."""
+    project = '[project]\nname = "analytics"\nversion = "1.0"\n\n[tool.ruff]\nline-length = 99'
+    (tmp_path / "pyproject.toml").write_text(project)  # no final newline
+    (tmp_path / ".gitignore").write_text("data/\n.venv/\n__pycache__/\n")
+    (tmp_path / "README.md").write_text("# Analytics\n")
+    written = init_repository(tmp_path)
+    updated = [(w.path.relative_to(tmp_path).as_posix(), w.note) for w in written if not w.created]
+    assert updated == [
+        (".gitignore", "15 rules added"),
+        ("pyproject.toml", "[tool.reconciler] added"),
+    ]
+    created = [w.path.relative_to(tmp_path).as_posix() for w in written if w.created]
+    guide = [f for f in SCAFFOLD if f not in (".gitignore", "pyproject.toml", "README.md")]
+    assert created == sorted(["RECONCILER.md", *guide])
+    assert (tmp_path / "README.md").read_text() == "# Analytics\n"
+    assert (tmp_path / "RECONCILER.md").read_text() == (
+        (TEMPLATES / "README.md")
+        .read_text()
+        .replace("@RECONCILER_VERSION@", version("odf-reconciler"))
+    )
+    text = (tmp_path / "pyproject.toml").read_text()
+    assert text.startswith(project + "\n\n# Settings of the ODF reconciler")
+    config = RepoConfig.load(tmp_path)
+    assert (config.datasets_dir, config.odf_dir) == (tmp_path / "datasets", tmp_path / "odf")
+    ignore = (tmp_path / ".gitignore").read_text().splitlines()
+    assert ignore[:4] == ["data/", ".venv/", "__pycache__/", ""]
+    assert ignore[4] == "# Added by `reconcile init` (odf-reconciler):"
+    assert ".venv/" not in ignore[5:] and "__pycache__/" not in ignore[5:]
+    assert ignore[-1] == ".reconcile-cache/" and len(ignore) == 5 + 15
+    # What it ignores is what the scaffold's own .gitignore ignores.
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    left = ["result.json", "odf/.lock", ".reconcile-cache/data/f1620", "data/x.csv"]
+    checked = subprocess.run(
+        ["git", "check-ignore", "--no-index", *left, "odf/org.x/blocks/f1620"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.stdout.splitlines() == left
+    # A second init finds a reconciler repository and writes nothing.
+    with pytest.raises(RepositoryExistsError):
+        init_repository(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "error"),
+    [
+        (
+            "[tool.reconciler]\ndatasets = 'defs'\n",
+            "{path} has [tool.reconciler] already: this is a reconciler repository already",
+        ),
+        (
+            "[project\n",
+            "{path} is not valid TOML (Expected ']' at the end of a table declaration (at …)):"
+            " nothing written",
+        ),
+        (
+            "tool = {ruff = {line-length = 99}}\n",
+            "{path}: [tool.reconciler] cannot be added to it (Cannot declare ('tool', 'reconciler')"
+            " twice (at …)): nothing written",
+        ),
+    ],
+    ids=["configured", "invalid", "inline-tool"],
+)
+def test_init_refuses_a_pyproject_it_cannot_add_to_and_writes_nothing(
+    tmp_path: Path, pyproject: str, error: str
+) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(pyproject)
+    with pytest.raises(InitRefusedError) as refused:
+        init_repository(tmp_path)
+    # tomllib's position of the fault, which depends on the template's length, aside
+    assert re.sub(r"\(at line \d+, column \d+\)", "(at …)", str(refused.value)) == (
+        error.format(path=path)
+    )
+    assert _files(tmp_path) == ["pyproject.toml"]
+    assert path.read_text() == pyproject
 
 
 def test_init_goes_into_a_folder_with_an_empty_datasets_folder_and_other_files(
@@ -222,16 +323,33 @@ def test_reconcile_init_names_each_file_it_creates(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         *(f"created {f}" for f in SCAFFOLD),
-        f"17 files written in {tmp_path / 'team-data'}: next, `reconcile plan`",
+        f"17 files created in {tmp_path / 'team-data'}: next, `reconcile plan`",
     ]
     assert _files(tmp_path / "team-data") == SCAFFOLD
 
 
-def test_reconcile_init_refuses_an_existing_file_with_one_error_line(tmp_path: Path) -> None:
+def test_reconcile_init_names_what_it_adds_to_the_teams_own_files(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_text("*.log\n")
+    (tmp_path / "README.md").write_text("# Ours\n")
+    result = _cli(tmp_path, "init")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [
+        "created .github/workflows/plan-comment.yml",
+        "created .github/workflows/plan.yml",
+        "created .github/workflows/reconcile.yml",
+    ]
+    assert "updated .gitignore: 17 rules added" in lines
+    assert "created RECONCILER.md: the scaffold's README (README.md is yours)" in lines
+    assert lines[-1] == f"16 files created, 1 updated in {tmp_path}: next, `reconcile plan`"
+
+
+def test_reconcile_init_refuses_an_existing_file_with_one_error_line(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "naming.yaml").write_text("ours: true\n")
     result = _cli(tmp_path, "init")
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == (
-        f"error: refusing to overwrite 1 existing file(s): {tmp_path / '.gitignore'}\n"
+        f"error: refusing to overwrite 1 existing file(s): {tmp_path / 'policies' / 'naming.yaml'}\n"
     )
-    assert _files(tmp_path) == [".gitignore"]
+    assert _files(tmp_path) == ["policies/naming.yaml"]

@@ -239,7 +239,7 @@ def test_the_installed_reconcile_init_writes_the_scaffold_from_the_wheel(
     result = installed.run(tmp_path, "reconcile", "init", "team-data")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == (
-        f"17 files written in {tmp_path / 'team-data'}: next, `reconcile plan`"
+        f"17 files created in {tmp_path / 'team-data'}: next, `reconcile plan`"
     )
     project = tomllib.loads((installed.source / "pyproject.toml").read_text())["project"]
     workflow = (tmp_path / "team-data" / ".github" / "workflows" / "reconcile.yml").read_text()

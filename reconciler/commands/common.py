@@ -17,6 +17,7 @@ Exit codes are part of the interface CI scripts depend on:
 from __future__ import annotations
 
 import contextlib
+import difflib
 import io
 import os
 import sys
@@ -222,7 +223,9 @@ def existing(session: Session, name: str) -> Dataset:
     except DatasetPathError as e:
         raise fail(f"error: {e.reason}") from None
     if not dataset.exists():
-        raise fail(f"error: dataset {name!r} not found in {session.config.odf_dir}")
+        close = difflib.get_close_matches(name, session.odf.names(), n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise fail(f"error: dataset {name!r} not found in {session.config.odf_dir}{hint}")
     return dataset
 
 

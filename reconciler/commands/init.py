@@ -19,9 +19,13 @@ def run(target: Path) -> None:
         written = init_repository(target)
     except (InitRefusedError, OSError) as e:
         raise fail(f"error: {e}") from None
-    for path in written:
-        typer.echo(f"created {_shown(path, target)}")
-    typer.echo(f"{len(written)} files written in {target}: next, `reconcile plan`")
+    for file in written:
+        verb = "created" if file.created else "updated"
+        note = f": {file.note}" if file.note else ""
+        typer.echo(f"{verb} {_shown(file.path, target)}{note}")
+    created = sum(file.created for file in written)
+    updated = f", {len(written) - created} updated" if created < len(written) else ""
+    typer.echo(f"{created} files created{updated} in {target}: next, `reconcile plan`")
 
 
 def _shown(path: Path, target: Path) -> str:
