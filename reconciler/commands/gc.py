@@ -62,16 +62,18 @@ def run(session: Session, delete: bool, min_age: str, all_commits: bool, no_fetc
                 session.say(f"fetched {remote}")
         if delete:
             with session.odf.lock("reconcile gc --delete", timeout=session.lock_timeout):
-                judgement = _judge(session, store, age, all_commits)
+                judgement = judge_objects(session, store, age, all_commits)
                 _delete(store, judgement.collect)
         else:
-            judgement = _judge(session, store, age, all_commits)
+            judgement = judge_objects(session, store, age, all_commits)
     except (GitError, UnreadableBlockError, StoreError, RepositoryLockedError) as e:
         raise fail(f"error: {e}; nothing deleted") from None
     _report(store, judgement, delete, min_age, all_commits)
 
 
-def _judge(session: Session, store: FileSystemStore, age: float, all_commits: bool) -> Judgement:
+def judge_objects(
+    session: Session, store: FileSystemStore, age: float, all_commits: bool
+) -> Judgement:
     """The store's listing against the names of every protected chain. The listing is
     taken after the blocks are read: an object stored meanwhile is young, so kept."""
     config = session.config
