@@ -12,7 +12,6 @@ and the store, which any collector must do. Prints the driver's peak memory.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import subprocess
@@ -20,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_plan import build
+from bench_plan import build, scale
 from pyarrow import fs as pafs
 
 from reconciler.commands.common import Session
@@ -67,11 +66,7 @@ def timed_gc(root: Path, store: FileSystemStore) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--datasets", type=int, default=1000)
-    parser.add_argument("--blocks", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    args = scale(__doc__)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "repo"
         root.mkdir()

@@ -127,12 +127,18 @@ def timed_plan(root: Path, datasets: int) -> float:
     return seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def scale(description: str | None) -> argparse.Namespace:
+    """``--datasets``, ``--blocks`` and ``--runs``: the benchmarks over ``build``'s
+    repository take the same three."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--datasets", type=int, default=1000)
     parser.add_argument("--blocks", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = scale(__doc__)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         start = time.perf_counter()
