@@ -546,7 +546,7 @@ EXPECTED_TEXT = """\
     downstream: org.example.ticks.weekly (affected)
 
 = org.example.ticks.weekly (Derivative) unchanged
-? org.example.legacy (Root) orphaned: no manifest, left untouched
+? org.example.legacy (Root) orphaned: no valid manifest, left untouched
 
 Policy errors:
   [breaking-changes-need-override] datasets/org.example.ticks.daily.yaml:7:7: org.example.ticks.daily: breaking change without an override: drops b, retypes a
@@ -615,7 +615,7 @@ def test_text_with_color_paints_creates_green_updates_yellow_removals_red_unchan
     assert "\x1b[32m        +       CAST(a AS BIGINT) AS a,\x1b[0m" in lines
     assert "\x1b[31mPolicy errors:\x1b[0m" in lines
     assert "\x1b[31mProblems:\x1b[0m" in lines
-    assert "? org.example.legacy (Root) orphaned: no manifest, left untouched" in lines
+    assert "? org.example.legacy (Root) orphaned: no valid manifest, left untouched" in lines
 
 
 def test_text_colours_change_no_character_of_the_layout() -> None:

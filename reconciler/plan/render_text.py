@@ -48,7 +48,7 @@ _HEADLINES = {
     Action.UPDATE: "will be updated",
     Action.RECREATE: "will be recreated",
     Action.UNCHANGED: "unchanged",
-    Action.ORPHANED: "orphaned: no manifest, left untouched",
+    Action.ORPHANED: "orphaned: no valid manifest, left untouched",
     Action.DELETE: "will be deleted",
 }
 _SEVERITY_STYLES = {Severity.ERROR: _RED, Severity.WARNING: _YELLOW}
