@@ -9,6 +9,7 @@ files' real modification times, and a killed upload's temporary.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -311,3 +312,48 @@ def test_wrong_credentials_are_one_error_and_nothing_is_deleted(
     assert result.output.startswith(f"error: data store s3://{BUCKET}/gc-denied cannot be reached")
     assert "wrong-secret" not in result.output
     assert not any(r.startswith("DELETE") for r in s3_server.requests()[before:])
+
+
+def test_a_store_refusing_deletes_says_how_far_gc_got(
+    tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Credentials that may list but not delete (an IAM policy denying s3:DeleteObject):
+    the first delete fails, and gc says none of its objects went."""
+    boto3 = pytest.importorskip("boto3")
+    iam = boto3.client(
+        "iam",
+        endpoint_url=s3_server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=s3_server.key,
+        aws_secret_access_key=s3_server.secret,
+    )
+    iam.create_user(UserName="no-delete")
+    key = iam.create_access_key(UserName="no-delete")["AccessKey"]
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": "*", "Resource": "*"},
+            {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"},
+        ],
+    }
+    iam.put_user_policy(
+        UserName="no-delete", PolicyName="no-delete", PolicyDocument=json.dumps(policy)
+    )
+    prefix = f"{BUCKET}/gc-no-delete"
+    s3 = s3_server.filesystem()
+    strays = [f"data/f1620{c * 64}" for c in "ab"]
+    for stray in strays:
+        with s3.open_output_stream(f"{prefix}/{stray}") as f:
+            f.write(b"unnamed")
+    isolate_aws(monkeypatch)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    root = tmp_path / "repo"
+    GitOpsRepo.create(root)
+    write_settings(root, f"s3://{prefix}", s3_server.endpoint)
+    (root / "odf").mkdir()
+    result = cli(root, "gc", "--min-age", "0", "--delete")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"error: data store s3://{prefix} cannot delete {strays[0]}: ")
+    assert result.output.endswith("; deleted 0 of 2 objects, the others are left for the next gc\n")
+    assert stored(s3, prefix) == strays

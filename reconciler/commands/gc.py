@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import typer
 
+from ..config import shown_path
 from ..gitloop.gitops import GitError, blob_id, block_files, fetch_remotes
 from ..odf.lock import RepositoryLockedError
 from ..odf.store import StoreError
@@ -45,13 +46,9 @@ def run(session: Session, delete: bool, min_age: str, all_commits: bool, no_fetc
     config = session.config
     store = session.odf.store
     if not isinstance(store, FileSystemStore):
-        shown = (
-            config.odf_dir.relative_to(config.root)
-            if config.odf_dir.is_relative_to(config.root)
-            else config.odf_dir
-        )
         typer.echo(
-            f"the data store is the dataset folders ({shown}/): git keeps their files, and a"
+            f"the data store is the dataset folders ({shown_path(config.odf_dir, config.root)}/):"
+            " git keeps their files, and a"
             " run removes any file no block names; nothing to collect"
         )
         return
@@ -90,8 +87,16 @@ def judge_objects(
 
 
 def _delete(store: FileSystemStore, objects: list[StoredObject]) -> None:
-    for stored in objects:
-        store.delete(stored.path)
+    """Delete each; a store that fails part way says how far it got (the rest stays
+    unnamed, for the next gc)."""
+    for done, stored in enumerate(objects):
+        try:
+            store.delete(stored.path)
+        except StoreError as e:
+            raise fail(
+                f"error: {e}; deleted {done} of {_objects(len(objects))}, the others are left"
+                " for the next gc"
+            ) from None
 
 
 def _report(
