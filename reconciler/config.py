@@ -6,7 +6,9 @@ settings are versioned and reviewed with the datasets they govern.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import stat
 import tomllib
 from collections.abc import Iterator
@@ -203,7 +205,46 @@ def _tool_settings(text: str, origin: Path | str) -> dict[str, Any]:
     settings = data.get("tool", {}).get("reconciler", {})
     if not isinstance(settings, dict):
         raise ConfigError(f"{origin}: [tool.reconciler] must be a table")
+    _known_keys(text, origin, "tool.reconciler", settings, _KEYS)
+    spark = settings.get("spark", {})
+    if isinstance(spark, dict):  # its values are the engine's to check (engine.session)
+        _known_keys(text, origin, "tool.reconciler.spark", spark, _SPARK_KEYS)
     return settings
+
+
+_KEYS = ("datasets", "odf_root", "policies", "source_roots", "data_store", "s3", "spark")
+_SPARK_KEYS = ("master", "app_name", "conf")
+
+
+def _known_keys(
+    text: str, origin: Path | str, table: str, settings: dict[str, Any], known: tuple[str, ...]
+) -> None:
+    """Refuse a setting nothing reads: a misspelt ``data_stor`` would otherwise leave the
+    data in git, silently, where the team meant to keep it out."""
+    for key in settings:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        line = _line_of(text, table, key)
+        where = f"{origin}:{line}" if line else f"{origin}"
+        raise ConfigError(
+            f"{where}: [{table}] has no setting {key!r}{hint}; its settings are {', '.join(known)}"
+        )
+
+
+def _line_of(text: str, table: str, key: str) -> int | None:
+    """The line where ``key`` is set under the ``[table]`` header (bare or quoted), for
+    the error to point at; None when it is set another way (a dotted key, say)."""
+    header = re.compile(rf"^\s*\[\s*{re.escape(table)}\s*\]")
+    setting = re.compile(rf"^\s*(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*=")
+    inside = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith("["):
+            inside = bool(header.match(line))
+        elif inside and setting.match(line):
+            return number
+    return None
 
 
 def _source_roots(settings: dict[str, Any], root: Path) -> tuple[Path, ...]:
