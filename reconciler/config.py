@@ -6,7 +6,6 @@ settings are versioned and reviewed with the datasets they govern.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import stat
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .source_paths import OutsideError, SourceRoots
+from .wording import close_names
 
 if TYPE_CHECKING:
     from .odf.repository import OdfRepository
@@ -224,7 +224,7 @@ def _known_keys(
     for key in settings:
         if key in known:
             continue
-        close = difflib.get_close_matches(key, known, n=1)
+        close = close_names(key, known)
         hint = f" (did you mean {close[0]}?)" if close else ""
         line = _line_of(text, table, key)
         where = f"{origin}:{line}" if line else f"{origin}"

@@ -3,7 +3,24 @@ writes, so both say ``1 dataset`` and ``1,212 records`` the same way."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``1 dataset``, ``6 datasets``, ``1,212 records``, ``2 queries``."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def close_names(name: str, candidates: Iterable[str], n: int = 1) -> list[str]:
+    """The names among ``candidates`` that ``name`` most likely misspells, nearest first.
+
+    Dataset names share long prefixes (``org.example.…``), which alone make any two of
+    them look alike; so the last dotted parts must be alike too: ``org.example.order``
+    may mean ``org.example.orders``, not ``org.example.d``."""
+    last = name.rsplit(".", 1)[-1]
+    return [
+        match
+        for match in difflib.get_close_matches(name, list(candidates), n=n * 4, cutoff=0.8)
+        if difflib.SequenceMatcher(None, last, match.rsplit(".", 1)[-1]).ratio() >= 0.6
+    ][:n]

@@ -37,6 +37,16 @@ def test_every_unknown_name_is_reported_at_once() -> None:
     assert e.value.names == ("yy", "zz")
 
 
+def test_an_unknown_name_close_to_a_dataset_is_told_which_it_may_mean() -> None:
+    graph = {"org.example.orders": (), "org.example.sales": ("org.example.orders",)}
+    with pytest.raises(SelectionError) as e:
+        select(graph, parse_selectors(["org.example.order+", "org.example.zz"]))
+    assert str(e.value) == (
+        "no such dataset: org.example.order (did you mean org.example.orders?), org.example.zz"
+    )
+    assert e.value.names == ("org.example.order", "org.example.zz")
+
+
 def test_a_plus_inside_a_name_is_not_a_selector() -> None:
     with pytest.raises(SelectionError) as e:
         parse_selectors(["a+b"])

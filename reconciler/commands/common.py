@@ -17,7 +17,6 @@ Exit codes are part of the interface CI scripts depend on:
 from __future__ import annotations
 
 import contextlib
-import difflib
 import io
 import os
 import sys
@@ -37,6 +36,7 @@ from typer.core import TyperGroup
 from ..config import RepoConfig
 from ..engine.errors import describe
 from ..plan.selection import Graph, SelectionError, parse_selectors, select
+from ..wording import close_names
 from . import interrupt
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ def existing(session: Session, name: str) -> Dataset:
     except DatasetPathError as e:
         raise fail(f"error: {e.reason}") from None
     if not dataset.exists():
-        close = difflib.get_close_matches(name, session.odf.names(), n=1, cutoff=0.8)
+        close = close_names(name, session.odf.names())
         hint = f"; did you mean {close[0]}?" if close else ""
         raise fail(f"error: dataset {name!r} not found in {session.config.odf_dir}{hint}")
     return dataset

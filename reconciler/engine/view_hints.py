@@ -12,9 +12,10 @@ and ``reconcile sql`` share it.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Sequence
+
+from ..wording import close_names
 
 _IDENTIFIER = r"((?:`[^`]*`\.)*`[^`]*`)"  # Spark quotes each part: `a`.`b`
 _NOT_FOUND = re.compile(r"\[TABLE_OR_VIEW_NOT_FOUND\] The table or view " + _IDENTIFIER)
@@ -48,7 +49,7 @@ def with_view_hint(
         known = {n.lower() for n in candidates}
         return _unquoted(table) if table.lower() in known else message
     hint = reason(table)
-    close = difflib.get_close_matches(table, candidates, n=3, cutoff=0.8)
+    close = close_names(table, candidates, n=3)
     if hint is None and close:
         hint = "did you mean " + " or ".join(f"`{n}`" for n in close) + "?"
     if hint is None and listed and 0 < len(candidates) <= _LISTED:

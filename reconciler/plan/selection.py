@@ -14,6 +14,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from ..wording import close_names
 from .model import Plan
 
 Graph = Mapping[str, Collection[str]]
@@ -53,12 +54,19 @@ def parse_selectors(values: Iterable[str]) -> list[Selector]:
     return [Selector.parse(part) for value in values for part in _SEPARATORS.split(value) if part]
 
 
+def _with_nearest(name: str, graph: Graph) -> str:
+    """``org.x.ordr (did you mean org.x.order?)``: the nearest dataset name, if close."""
+    close = close_names(name, graph)
+    return f"{name} (did you mean {close[0]}?)" if close else name
+
+
 def select(graph: Graph, selectors: Iterable[Selector]) -> frozenset[str]:
     """The union of what each selector selects; every unknown name is reported at once."""
     chosen = list(selectors)
     unknown = sorted({s.name for s in chosen if s.name not in graph})
     if unknown:
-        raise SelectionError("no such dataset: " + ", ".join(unknown), tuple(unknown))
+        named = [_with_nearest(name, graph) for name in unknown]
+        raise SelectionError("no such dataset: " + ", ".join(named), tuple(unknown))
     readers = _readers(graph)
     selected: set[str] = set()
     for selector in chosen:
