@@ -189,10 +189,10 @@ def test_push_ingests_standard_input_and_a_failed_push_changes_nothing(tmp_path:
         for line in bad.stderr.splitlines()
         if line != "WARNING: Using incubator modules: jdk.incubator.vector"
     ]
-    assert last.startswith("error: org.example.pushed: ReadError: ")
-    assert last.endswith(
-        "/stdin: line 1: malformed record: {not json: not valid JSON"
-        " (Expecting property name enclosed in double quotes at char 1)"
+    assert last == (
+        "error: org.example.pushed: ReadError: standard input: line 1: malformed record:"
+        " {not json: not valid JSON (Expecting property name enclosed in double quotes at"
+        " char 1)"
     )
     unknown = run(repo.root, "push", "org.example.pushed", "-", "--source", "nope", stdin=records)
     assert (

@@ -44,7 +44,10 @@ def run(session: Session, name: str, file: str, source: str | None) -> None:
         except Exception as e:  # reported, never a traceback: the chain is unchanged
             if session.verbose:
                 raise
-            raise fail(f"error: {name}: {describe(e)}") from None
+            message = describe(e)
+            if file == "-":  # its copy's path means nothing to the user
+                message = message.replace(str(path), "standard input")
+            raise fail(f"error: {name}: {message}") from None
     status = Status.UPDATED if result.blocks else Status.UP_TO_DATE
     note = "" if result.blocks else f"nothing new in {file}"
     outcome = Outcome(name, status, data_blocks=result.blocks, rows=result.rows, message=note)
