@@ -156,6 +156,20 @@ def test_an_unknown_input_is_an_error_counted_once(repo: GitOpsRepo) -> None:
         ("input 'org.example.nope' of 'org.example.b' is not a dataset of this repository", "error")
     ]
     assert document["summary"]["errors"] == 1
+    # At the input's own line, as its field says; a name close to a dataset's is told.
+    (problem,) = document["problems"]
+    assert (problem["location"], problem["field"]) == (
+        {"file": "datasets/org.example.b.yaml", "line": 8, "column": 29},
+        "content.metadata[0].inputs[0].datasetRef",
+    )
+    repo.write(
+        READER, manifest(READER, "Derivative", derivative_events(["org.example.aa"], "SELECT 1"))
+    )
+    _, typo = plan_json(repo)
+    assert [p["message"] for p in typo["problems"]] == [
+        "input 'org.example.aa' of 'org.example.b' is not a dataset of this repository;"
+        " did you mean 'org.example.a'?"
+    ]
 
 
 def test_an_input_spelled_in_other_letter_case_is_an_error_that_says_how_it_is_spelled(

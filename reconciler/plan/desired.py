@@ -15,6 +15,7 @@ from ..odf import models
 from ..odf.gc_pause import paused_gc
 from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
 from ..odf.names import name_key
+from ..wording import close_names
 from .model import Location, Problem
 from .policies import find_override
 
@@ -165,17 +166,20 @@ def _resolve_inputs(
     state: DesiredState,
 ) -> list[str]:
     names = []
-    for inp in transform_inputs(item.snapshot):
+    events = item.snapshot.metadata
+    at = max((i for i, e in enumerate(events) if isinstance(e, models.SetTransform)), default=-1)
+    for j, inp in enumerate(transform_inputs(item.snapshot)):
         ref = inp.dataset_ref
         name = known_ids.get(ref, ref)
         if name not in by_name:
+            path = ("content", "metadata", at, "inputs", j, "datasetRef")
             state.problems.append(
                 Problem(
                     f"input {ref!r} of {item.snapshot.name!r} is not a dataset of this repository"
                     + _spelled_otherwise(name, by_name),
                     dataset=item.snapshot.name,
-                    location=Location(str(item.file), item.line),
-                    field="content.metadata[SetTransform].inputs",
+                    location=Location(str(item.file), *item.position(*path)),
+                    field=f"content.metadata[{at}].inputs[{j}].datasetRef",
                 )
             )
             continue
@@ -184,12 +188,15 @@ def _resolve_inputs(
 
 
 def _spelled_otherwise(name: str, by_name: dict[str, LoadedSnapshot]) -> str:
-    """The hint for a reference that names a dataset in other letter case: the two are
-    one dataset (names are case-insensitive, so both cannot exist), but its chain lives
-    under the manifest's spelling, which the reference must use."""
+    """The hint for a reference that names a dataset in other letter case (the two are
+    one dataset: names are case-insensitive, so both cannot exist, but its chain lives
+    under the manifest's spelling, which the reference must use), or one close to it."""
     key = name_key(name)
     same = [other for other in by_name if name_key(other) == key]
-    return f"; it is spelled {same[0]!r}" if same else ""
+    if same:
+        return f"; it is spelled {same[0]!r}"
+    close = close_names(name, by_name)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _dependency_order(
