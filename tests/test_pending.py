@@ -139,6 +139,13 @@ def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_i
     (repo.root / "sources" / "c.csv").write_text("a,b\n3,z\n")
     other = "org.example.copy"  # a new dataset reads every file: nothing to say
     repo.write(other, manifest(other, "Root", root_events()))
+    # Before it is committed, a plan without a base sees the working tree's changes.
+    local = make_plan(repo.config, PlanRequest())
+    assert [p.message.split(": a FilesGlob")[0] for p in local.problems] == [
+        f"sources/a0.csv, added in the working tree, sorts before b.csv, the last file {NAME}"
+        " ingested",
+        f"sources/b.csv, modified in the working tree, was ingested by {NAME} already",
+    ]
     repo.commit("a pull request")
     plan = make_plan(repo.config, PlanRequest(base_ref="main"))
     where = Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 38)
@@ -163,7 +170,7 @@ def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_i
     assert plan.exit_code(detailed=True) == 1
     mine = next(d for d in plan.datasets if d.name == NAME)
     assert mine.pending == (Pending("new-files", "1 new file: c.csv"),)
-    # Without a base nothing tells what the pull request touched: no error.
+    # Committed, the working tree has no change of its own: without a base, no error.
     assert make_plan(repo.config, PlanRequest()).problems == ()
     # What the error says is what apply does: only c.csv is read.
     reconcile(repo.root, T1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -125,10 +125,12 @@ def head_commit(repo_root: Path) -> str | None:
 
 
 def changed_files(
-    repo_root: Path, base_ref: str, under: Path
+    repo_root: Path, base_ref: str, under: Path, only: Sequence[Path] = ()
 ) -> list[tuple[FileStatus, PurePosixPath]]:
     """Files under ``under`` that the working tree adds, modifies or deletes since it
-    branched from ``base_ref``, untracked ones included, paths relative to ``under``.
+    branched from ``base_ref``, untracked ones included, paths relative to ``under``;
+    with ``only``, just those in these folders (under ``under``), which spares a large
+    repository's other files.
 
     Compared with the merge base rather than the tip of ``base_ref``: what the base gained
     since (chains the reconciler advanced on main) is not the pull request's doing, and
@@ -147,11 +149,17 @@ def changed_files(
         folder = under.resolve().relative_to(top).as_posix()
     except ValueError:
         return []  # a folder outside the repository has no history to compare
+    specs = [folder]
+    if only:
+        inside = [p.resolve() for p in only if p.resolve().is_relative_to(top)]
+        specs = [p.relative_to(top).as_posix() for p in inside]
+        if not specs:
+            return []
     since = next(iter(repo.merge_base(base, head)), base)
-    diff = repo.git.diff(since.hexsha, "--name-status", "--no-renames", "-z", "--", folder)
+    diff = repo.git.diff(since.hexsha, "--name-status", "--no-renames", "-z", "--", *specs)
     fields = diff.split("\0")
     changes = [(_STATUSES[fields[i][:1]], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
-    untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", folder)
+    untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *specs)
     changes += [("added", path) for path in untracked.split("\0") if path]
     return sorted((status, PurePosixPath(path).relative_to(folder)) for status, path in changes)
 

@@ -33,11 +33,14 @@ GlobListings = Mapping[str, Sequence[str]]
 
 
 class TouchedFile(NamedTuple):
-    """A file of a ``FilesGlob`` source that a pull request added or modified."""
+    """A file of a ``FilesGlob`` source that a pull request, or the working tree, added
+    or modified."""
 
     path: str
     """As the repository shows it: ``sources/orders/orders-2026-01-05.csv``."""
     status: Literal["added", "modified"]
+    by: str
+    """What changed it: ``by this pull request`` or ``in the working tree``."""
 
 
 def pending_data(
@@ -82,10 +85,11 @@ def empty_glob_problems(ds: DesiredDataset, listings: GlobListings | None) -> li
 def unread_changes(
     ds: DesiredDataset, action: Action, state: ChainState | None, touched: Sequence[TouchedFile]
 ) -> list[Problem]:
-    """An error for each source file the pull request added or modified that no apply
-    will ever read: a ``FilesGlob`` reads files once, in name order, after the last one
-    its chain ingested, so an edit to a file already ingested, or a new file whose name
-    sorts before that one, is ignored and the apply says "up to date". A chain read again
+    """An error for each source file a pull request (or, in a plan without a base, the
+    working tree) added or modified that no apply will ever read: a ``FilesGlob`` reads
+    files once, in name order, after the last one its chain ingested, so an edit to a
+    file already ingested, or a new file whose name sorts before that one, is ignored
+    and the apply says "up to date". A chain read again
     from every file (created or recreated) reads them all."""
     after = _last_file(state)
     if after is None or action in (Action.CREATE, Action.RECREATE):
@@ -100,9 +104,9 @@ def unread_changes(
         if name > after or (name == after and file.status == "added"):
             continue
         if file.status == "modified":
-            what = f"modified by this pull request, was ingested by {ds.name} already"
+            what = f"modified {file.by}, was ingested by {ds.name} already"
         else:
-            what = f"added by this pull request, sorts before {after}"
+            what = f"added {file.by}, sorts before {after}"
             what += f", the last file {ds.name} ingested"
         problems.append(
             Problem(

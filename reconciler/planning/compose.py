@@ -141,16 +141,24 @@ def _touched_sources(
     config: RepoConfig, base_ref: str | None, matched: dict[str, list[Path]]
 ) -> dict[str, tuple[TouchedFile, ...]]:
     """Per dataset, the files its ``FilesGlob`` matches that the pull request added or
-    modified (since it branched from ``base_ref``; none without one):
+    modified (since it branched from ``base_ref``), or without a base those the working
+    tree adds or modifies since ``HEAD`` (outside git, or before a first commit: none).
     ``pending.unread_changes`` tells which of them the next apply would never read."""
-    if base_ref is None:
+    folders = sorted({path.parent for paths in matched.values() for path in paths})
+    if not folders:
         return {}
-    changes = gitops.changed_files(config.root, base_ref, config.root)
+    ref, by = (base_ref, "by this pull request") if base_ref else ("HEAD", "in the working tree")
+    try:
+        changes = gitops.changed_files(config.root, ref, config.root, folders)
+    except gitops.GitError:
+        if base_ref is not None:
+            raise
+        return {}
     statuses = {config.root / path: status for status, path in changes if status != "deleted"}
     touched: dict[str, tuple[TouchedFile, ...]] = {}
     for name, paths in matched.items():
         files = tuple(
-            TouchedFile(shown_path(path, config.root), statuses[path])
+            TouchedFile(shown_path(path, config.root), statuses[path], by)
             for path in paths
             if path in statuses
         )
@@ -235,9 +243,7 @@ def make_plan(
 
     stale = _stale_overrides(config, request.base_ref, desired.datasets.values())
     matched = _glob_matches(config.root, allowed, desired.datasets.values())
-    touched = (
-        {} if request.base_ref is None else _touched_sources(config, request.base_ref, matched)
-    )
+    touched = _touched_sources(config, request.base_ref, matched)
     options = PlanOptions(
         prune=request.prune,
         base_ref=request.base_ref,
