@@ -89,8 +89,8 @@ def unread_changes(
     working tree) added or modified that no apply will ever read: a ``FilesGlob`` reads
     files once, in name order, after the last one its chain ingested, so an edit to a
     file already ingested, or a new file whose name sorts before that one, is ignored
-    and the apply says "up to date". A chain read again
-    from every file (created or recreated) reads them all."""
+    and the apply says "up to date". A chain read again from every file (created or
+    recreated) reads them all."""
     after = _last_file(state)
     if after is None or action in (Action.CREATE, Action.RECREATE):
         return []
