@@ -370,7 +370,8 @@ def init(
         Path | None, typer.Argument(help="Where to create it (default: the current directory).")
     ] = None,
 ) -> None:
-    """Create a reconciler repository: pyproject.toml, datasets/, policies/, a workflow."""
+    """Make a reconciler repository, new or of an existing one: pyproject.toml, datasets/,
+    policies/, workflows; a .gitignore or pyproject.toml there is added to, never replaced."""
     from .commands import init as init_command
 
     session: Session = ctx.obj
