@@ -123,7 +123,7 @@ def _report(
     for stored in collect:
         typer.echo(f"  {stored.path}")
     if not deleted:
-        typer.echo("run `reconcile gc --delete` to delete them")
+        typer.echo(f"run `reconcile gc --delete` to delete {'it' if len(collect) == 1 else 'them'}")
 
 
 def _objects(n: int) -> str:
