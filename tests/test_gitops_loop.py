@@ -275,6 +275,33 @@ def test_push_from_a_detached_head_is_refused_before_anything_is_applied(tmp_pat
     assert odf_files(tmp_path / "runner") == []  # only the lock file was made
 
 
+def test_an_ignore_rule_catching_chain_files_is_refused_before_anything_is_applied(
+    tmp_path: Path,
+) -> None:
+    """A team's ``data/`` rule matches every ``odf/<dataset>/data/``: git would commit
+    blocks naming data files it left out, and every other clone's chains would break."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = clone(origin, tmp_path / "runner")
+    (tmp_path / "runner" / ".gitignore").write_text("*.log\ndata/\n")
+    result = run(tmp_path / "runner", "apply", "--commit", "--system-time", WHEN)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "error: --commit refused, nothing was applied: git ignores files a run must commit:"
+        " odf/<dataset>/data/f1620 (.gitignore:2: data/); add the rule `!odf/**` below it,"
+        " or the commit would leave them out\n"
+    )
+    assert odf_files(tmp_path / "runner") == []
+    # The rule the error gives, below the team's: the run commits every chain file.
+    (tmp_path / "runner" / ".gitignore").write_text("*.log\ndata/\n!odf/**\nodf/.lock\n")
+    runner.git.add(".gitignore")
+    runner.index.commit("keep the chains' data in git")
+    done = run(tmp_path / "runner", "apply", "--commit", "--system-time", WHEN)
+    assert done.returncode == 0, done.stderr
+    committed = runner.git.ls_files("odf").splitlines()
+    assert committed == odf_files(tmp_path / "runner")
+    assert any(f"odf/{A}/data/" in path for path in committed)
+
+
 def test_a_commit_message_names_causes_with_the_manifests_secrets_masked() -> None:
     secrets = referenced_secrets(
         ['url: "https://api.example.org/v1?key=${{ env.API_KEY }}&n=${{ env.N || 10 }}"'],

@@ -344,6 +344,31 @@ def test_reconcile_init_names_what_it_adds_to_the_teams_own_files(tmp_path: Path
     assert lines[-1] == f"16 files created, 1 updated in {tmp_path}: next, `reconcile plan`"
 
 
+def test_reconcile_init_warns_of_what_the_repositorys_ignore_rules_keep_out_of_git(
+    tmp_path: Path,
+) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("data/\n*.csv\n*.json\n")
+    result = _cli(tmp_path, "init")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "warning: git ignores policies/manifest-shape.schema.json (.gitignore:3: *.json):"
+        " it will not be committed",
+        "warning: git ignores sources/orders/orders-2026-01-05.csv (.gitignore:2: *.csv):"
+        " it will not be committed",
+        "warning: git ignores odf/<dataset>/data/f1620 (.gitignore:1: data/): add the rule"
+        " `!odf/**` below it, or the chains' files will not be committed (apply --commit"
+        " refuses until then)",
+    ]
+    # Rules that catch none of it, in a repository: no warning.
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=clean, check=True)
+    (clean / ".gitignore").write_text("*.log\n")
+    quiet = _cli(clean, "init")
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+
+
 def test_reconcile_init_refuses_an_existing_file_with_one_error_line(tmp_path: Path) -> None:
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "naming.yaml").write_text("ours: true\n")

@@ -26,6 +26,33 @@ def run(target: Path) -> None:
     created = sum(file.created for file in written)
     updated = f", {len(written) - created} updated" if created < len(written) else ""
     typer.echo(f"{created} files created{updated} in {target}: next, `reconcile plan`")
+    for warning in _ignored(target, [file.path for file in written]):
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def _ignored(target: Path, written: list[Path]) -> list[str]:
+    """What the repository's own ignore rules (an existing ``.gitignore``, a global
+    one) would keep out of git: files init wrote, and the chains' files to come, which
+    ``apply --commit`` would then refuse to commit without. Nothing outside git."""
+    from ..gitloop.gitops import GitError, ignored_paths, top_of
+
+    try:
+        top = top_of(target)
+    except GitError:
+        return []
+    chain = [f"odf/<dataset>/{kind}" for kind in ("blocks/f1620", "refs/head", "data/f1620")]
+    paths = [path.resolve().relative_to(top).as_posix() for path in written]
+    paths += [(target.resolve() / p).relative_to(top).as_posix() for p in chain]
+    found = ignored_paths(top, paths)
+    mine = set(paths[: len(written)])
+    warnings = [f"git ignores {i}: it will not be committed" for i in found if i.path in mine]
+    chains = [i for i in found if i.path not in mine]
+    if chains:
+        warnings.append(
+            f"git ignores {chains[0]}: add the rule `!odf/**` below it, or the chains' files"
+            " will not be committed (apply --commit refuses until then)"
+        )
+    return warnings
 
 
 def _shown(path: Path, target: Path) -> str:

@@ -49,7 +49,7 @@ def converge(
     the last attempt, its code raised to 1 if its commit could not be pushed."""
     try:
         tree = Worktree.open(session.config.root, session.config.odf_dir)
-        tree.check(push_too)
+        tree.check(push_too, data_in_odf=session.config.data_store == "odf")
         upstream = push.upstream_of(tree) if push_too else None
     except RefusedError as e:
         raise fail(f"error: --commit refused, nothing was applied: {e}") from None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -232,8 +234,55 @@ def _first_line(stderr: str) -> str:
     return text.splitlines()[0].strip() if text else "no reason given"
 
 
+def top_of(path: Path) -> Path:
+    """The top of the git checkout ``path`` is in (``GitError`` outside one)."""
+    repo = _repo(path)
+    return Path(repo.working_tree_dir or path).resolve()
+
+
 def _repo(repo_root: Path) -> git.Repo:
     try:
         return git.Repo(repo_root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
         raise GitError(f"{repo_root} is not in a git repository: {e}") from None
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A path git's ignore rules leave out, and the rule that does: ``.gitignore:3:
+    data/`` (a global excludes file names its own path)."""
+
+    path: str
+    source: str
+    line: int
+    pattern: str
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.source}:{self.line}: {self.pattern})"
+
+
+def ignored_paths(repo_root: Path, paths: Sequence[str]) -> list[Ignored]:
+    """Those of ``paths`` (relative to the top of the checkout; they need not exist) that
+    git's ignore rules leave out, tracked or not: a rule written for other files (a team's
+    ``data/``) can catch what a run must commit, and git then drops it without a word."""
+    if not paths:
+        return []
+    repo = _repo(repo_root)
+    top = repo.working_tree_dir or str(repo_root)
+    done = subprocess.run(
+        ["git", "-C", top, "check-ignore", "--no-index", "--verbose", "-z", "--stdin"],
+        input="\0".join(paths).encode("utf-8"),
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode not in (0, 1):  # 1: none of them is ignored
+        reason = _first_line(done.stderr.decode("utf-8", "replace"))
+        raise GitError(f"cannot read the ignore rules: {reason}")
+    out = done.stdout.decode("utf-8", "replace")
+    fields = out.split("\0")
+    found = []
+    for i in range(0, len(fields) - 3, 4):
+        source, line, pattern, path = fields[i : i + 4]
+        if not pattern.startswith("!"):  # a negation that matched keeps the path
+            found.append(Ignored(path, source, int(line), pattern))
+    return found

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import git
 
+from .gitops import ignored_paths
+
 _IN_PROGRESS = {
     "MERGE_HEAD": "a merge",
     "rebase-merge": "a rebase",
@@ -75,8 +77,9 @@ class Worktree:
         """The branch checked out; None on a detached HEAD."""
         return None if self.repo.head.is_detached else self.repo.active_branch.name
 
-    def check(self, push: bool) -> None:
-        """Refuse (``RefusedError``) a checkout the run's commit or push would harm."""
+    def check(self, push: bool, data_in_odf: bool = True) -> None:
+        """Refuse (``RefusedError``) a checkout the run's commit or push would harm;
+        ``data_in_odf``: the data and checkpoint files are committed with the chains."""
         git_dir = Path(self.repo.git_dir)
         for marker, what in _IN_PROGRESS.items():
             if (git_dir / marker).exists():
@@ -88,6 +91,12 @@ class Worktree:
         except git.GitCommandError:
             identity = "git has no committer identity: set user.name and user.email"
             raise RefusedError(identity) from None
+        ignored = ignored_paths(Path(self.repo.working_tree_dir or "."), self._probes(data_in_odf))
+        if ignored:
+            raise RefusedError(
+                f"git ignores files a run must commit: {ignored[0]}; add the rule"
+                f" `!{self.odf}/**` below it, or the commit would leave them out"
+            )
         changes = [c for c in self.changes() if not self._transient(c.path)]
         under = [c.path for c in changes if self._under_odf(c.path)]
         if under:
@@ -105,6 +114,20 @@ class Worktree:
                 "tracked files have uncommitted changes, which moving to the remote's tip "
                 f"after a rejected push would discard: {_listed(modified)}"
             )
+
+    def _probes(self, data_in_odf: bool) -> list[str]:
+        """A path of each kind a run commits, in every dataset folder (or a made-up one):
+        an ignore rule may catch a folder's files of one kind only (``data/``), or the
+        folders of some names."""
+        top = Path(self.repo.working_tree_dir or ".")
+        folders = sorted(
+            entry.name
+            for entry in (top / self.odf).glob("*")
+            if entry.is_dir() and not entry.name.startswith(".")
+        ) or ["<dataset>"]
+        kinds = ["blocks/f1620", "refs/head", "info/alias"]
+        kinds += ["data/f1620", "checkpoints/f1620"] if data_in_odf else []
+        return [f"{self.odf}/{name}/{kind}" for name in folders for kind in kinds]
 
     def changes(self) -> list[Change]:
         """``git status`` of the whole checkout, untracked files one by one."""
