@@ -302,6 +302,36 @@ def test_an_ignore_rule_catching_chain_files_is_refused_before_anything_is_appli
     assert any(f"odf/{A}/data/" in path for path in committed)
 
 
+def test_a_pull_request_adding_an_ignore_rule_that_catches_chain_files_fails_its_plan(
+    tmp_path: Path,
+) -> None:
+    """Merged, it would stop every scheduled ``apply --commit``; the plan says so first:
+    an error with ``--base``, a warning for a local plan (a sandbox never committed)."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = clone(origin, tmp_path / "runner")
+    assert (
+        run(tmp_path / "runner", "apply", "--commit", "--push", "--system-time", WHEN).returncode
+        == 0
+    )
+    runner.git.switch("-q", "-c", "ignore-data")
+    (tmp_path / "runner" / ".gitignore").write_text("*.log\ndata/\n")
+    runner.git.add(".gitignore")
+    runner.index.commit("ignore our data folder")
+    message = (
+        f"the rule 'data/' makes git ignore odf/{A}/data/f1620, a file a run must commit;"
+        " add the rule `!odf/**` below it, or apply --commit refuses to run"
+    )
+    pull_request = run(tmp_path / "runner", "plan", "--base", "origin/main", "--format", "json")
+    assert pull_request.returncode == 1, pull_request.stderr
+    assert json.loads(pull_request.stdout)["problems"] == [
+        {"message": message, "location": {"file": ".gitignore", "line": 2}, "severity": "error"}
+    ]
+    local = run(tmp_path / "runner", "plan")
+    assert local.returncode == 0, local.stderr
+    assert f"  .gitignore:2: {message}" in local.stdout.splitlines()
+    assert local.stdout.splitlines()[-1] == "Plan: 1 unchanged. 0 errors, 1 warning."
+
+
 def test_a_commit_message_names_causes_with_the_manifests_secrets_masked() -> None:
     secrets = referenced_secrets(
         ['url: "https://api.example.org/v1?key=${{ env.API_KEY }}&n=${{ env.N || 10 }}"'],

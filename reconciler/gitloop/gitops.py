@@ -261,6 +261,20 @@ class Ignored:
         return f"{self.path} ({self.source}:{self.line}: {self.pattern})"
 
 
+def chain_paths(top: Path, odf: str, data_in_odf: bool) -> list[str]:
+    """A path of each kind a run commits (``odf`` relative to the checkout's ``top``), in
+    every dataset folder there is, or in a made-up ``<dataset>``: an ignore rule may
+    catch one kind of file only (``data/``), or the folders of some names."""
+    folders = sorted(
+        entry.name
+        for entry in (top / odf).glob("*")
+        if entry.is_dir() and not entry.name.startswith(".")
+    ) or ["<dataset>"]
+    kinds = ["blocks/f1620", "refs/head", "info/alias"]
+    kinds += ["data/f1620", "checkpoints/f1620"] if data_in_odf else []
+    return [f"{odf}/{name}/{kind}" for name in folders for kind in kinds]
+
+
 def ignored_paths(repo_root: Path, paths: Sequence[str]) -> list[Ignored]:
     """Those of ``paths`` (relative to the top of the checkout; they need not exist) that
     git's ignore rules leave out, tracked or not: a rule written for other files (a team's

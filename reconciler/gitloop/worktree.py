@@ -21,7 +21,7 @@ from pathlib import Path
 
 import git
 
-from .gitops import ignored_paths
+from .gitops import chain_paths, ignored_paths
 
 _IN_PROGRESS = {
     "MERGE_HEAD": "a merge",
@@ -91,7 +91,8 @@ class Worktree:
         except git.GitCommandError:
             identity = "git has no committer identity: set user.name and user.email"
             raise RefusedError(identity) from None
-        ignored = ignored_paths(Path(self.repo.working_tree_dir or "."), self._probes(data_in_odf))
+        top = Path(self.repo.working_tree_dir or ".")
+        ignored = ignored_paths(top, chain_paths(top, self.odf, data_in_odf))
         if ignored:
             raise RefusedError(
                 f"git ignores files a run must commit: {ignored[0]}; add the rule"
@@ -114,20 +115,6 @@ class Worktree:
                 "tracked files have uncommitted changes, which moving to the remote's tip "
                 f"after a rejected push would discard: {_listed(modified)}"
             )
-
-    def _probes(self, data_in_odf: bool) -> list[str]:
-        """A path of each kind a run commits, in every dataset folder (or a made-up one):
-        an ignore rule may catch a folder's files of one kind only (``data/``), or the
-        folders of some names."""
-        top = Path(self.repo.working_tree_dir or ".")
-        folders = sorted(
-            entry.name
-            for entry in (top / self.odf).glob("*")
-            if entry.is_dir() and not entry.name.startswith(".")
-        ) or ["<dataset>"]
-        kinds = ["blocks/f1620", "refs/head", "info/alias"]
-        kinds += ["data/f1620", "checkpoints/f1620"] if data_in_odf else []
-        return [f"{self.odf}/{name}/{kind}" for name in folders for kind in kinds]
 
     def changes(self) -> list[Change]:
         """``git status`` of the whole checkout, untracked files one by one."""

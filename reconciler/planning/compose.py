@@ -35,6 +35,7 @@ from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
 from ..plan.pending import GlobListings, TouchedFile
 from ..plan.policies import PolicySet, evaluate, load_policies, read_override
 from ..source_paths import OutsideError, SourceRoots, glob_matches
+from .ignore_rules import ignored_chain_problems
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending
 
@@ -232,6 +233,7 @@ def make_plan(
     allowed = config.source_roots if base is None else base.source_roots
     problems += manifest_problems(scan.refused)
     problems += source_problems(config.root, allowed, desired.datasets.values())
+    problems += ignored_chain_problems(config, pull_request=request.base_ref is not None)
     if base is not None:
         problems += settings_problems(config, base)
     base_policies = None if request.base_ref is None else _base_policies(config, request.base_ref)

@@ -1,0 +1,44 @@
+"""Whether git would keep what apply commits: the repository's ignore rules, judged by
+the plan.
+
+``apply --commit`` refuses a checkout whose ignore rules catch the chains' files (a
+team's ``data/`` rule matches every ``odf/<dataset>/data/``), since git would commit
+blocks without the data they name. A pull request that adds such a rule would pass its
+plan and then stop every scheduled run after its merge; so the plan says it first: an
+error for a pull request (``--base``), whose merge would break the loop, and a warning
+for a local plan, which may be a sandbox never committed.
+"""
+
+from __future__ import annotations
+
+from ..config import RepoConfig, shown_path
+from ..gitloop import gitops
+from ..plan.model import Location, Problem, Severity
+
+
+def ignored_chain_problems(config: RepoConfig, pull_request: bool) -> list[Problem]:
+    """One problem for the first rule that catches a chain file, at that rule's line;
+    none outside git, or when the chains are outside the checkout."""
+    try:
+        top = gitops.top_of(config.root)
+    except gitops.GitError:
+        return []
+    odf = config.odf_dir.resolve()
+    if not odf.is_relative_to(top):
+        return []
+    paths = gitops.chain_paths(top, odf.relative_to(top).as_posix(), config.data_store == "odf")
+    ignored = gitops.ignored_paths(top, paths)
+    if not ignored:
+        return []
+    first = ignored[0]
+    rules = top / first.source
+    shown = shown_path(rules, config.root) if rules.is_file() else first.source
+    return [
+        Problem(
+            f"the rule {first.pattern!r} makes git ignore {first.path}, a file a run must"
+            f" commit; add the rule `!{shown_path(config.odf_dir, config.root)}/**` below"
+            " it, or apply --commit refuses to run",
+            location=Location(str(rules) if rules.is_file() else shown, first.line),
+            severity=Severity.ERROR if pull_request else Severity.WARNING,
+        )
+    ]
