@@ -226,21 +226,25 @@ def _known_keys(
             continue
         close = close_names(key, known)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        line = _line_of(text, table, key)
+        line = setting_line(text, table, key)
         where = f"{origin}:{line}" if line else f"{origin}"
         raise ConfigError(
             f"{where}: [{table}] has no setting {key!r}{hint}; its settings are {', '.join(known)}"
         )
 
 
-def _line_of(text: str, table: str, key: str) -> int | None:
-    """The line where ``key`` is set under the ``[table]`` header (bare or quoted), for
-    the error to point at; None when it is set another way (a dotted key, say)."""
+def setting_line(text: str, table: str, key: str) -> int | None:
+    """The line of ``text`` that sets ``key`` of ``[table]``: a ``key =`` line (bare or
+    quoted) under that header, or a ``[table.key]`` header of its own; None when it is
+    set another way (a dotted key, say), or not at all."""
     header = re.compile(rf"^\s*\[\s*{re.escape(table)}\s*\]")
+    own = re.compile(rf"^\s*\[\s*{re.escape(table)}\.{re.escape(key)}\s*\]")
     setting = re.compile(rf"^\s*(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*=")
     inside = False
     for number, line in enumerate(text.splitlines(), start=1):
         if line.lstrip().startswith("["):
+            if own.match(line):
+                return number
             inside = bool(header.match(line))
         elif inside and setting.match(line):
             return number

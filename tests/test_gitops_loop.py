@@ -332,6 +332,10 @@ def test_a_pull_request_adding_an_ignore_rule_that_catches_chain_files_fails_its
     assert local.stdout.splitlines()[-1] == "Plan: 1 unchanged. 0 errors, 1 warning."
 
 
+TRAILER_LINES = "Reconcile-Run-Id: run-1\nReconcile-Plan-Hash: ab12\nReconcile-Version: 0.1.0\n"
+"""The trailers of ``Trailers("run-1", "ab12", "0.1.0")``, as every message ends."""
+
+
 def test_a_commit_message_names_causes_with_the_manifests_secrets_masked() -> None:
     secrets = referenced_secrets(
         ['url: "https://api.example.org/v1?key=${{ env.API_KEY }}&n=${{ env.N || 10 }}"'],
@@ -358,9 +362,7 @@ def test_a_commit_message_names_causes_with_the_manifests_secrets_masked() -> No
         "\n"
         "Up to date: org.example.d\n"
         "\n"
-        "Reconcile-Run-Id: run-1\n"
-        "Reconcile-Plan-Hash: ab12\n"
-        "Reconcile-Version: 0.1.0\n"
+        f"{TRAILER_LINES}"
     )
 
 
@@ -379,25 +381,14 @@ def test_a_commit_message_says_which_datasets_were_created_or_recreated() -> Non
         f"- {B}: recreated, 8 blocks (6 metadata), 8 records, offsets 0-7, head f1620bb\n"
         "- org.example.c: 1 block, 1 record, offsets 9-9, head f1620cc\n"
         "\n"
-        "Reconcile-Run-Id: run-1\n"
-        "Reconcile-Plan-Hash: ab12\n"
-        "Reconcile-Version: 0.1.0\n"
+        f"{TRAILER_LINES}"
     )
 
 
 def test_a_commit_message_of_a_deletion_alone_says_so_in_its_subject() -> None:
     runs = [DatasetRun(Outcome(A, Status.DELETED)), DatasetRun(Outcome(B, Status.UP_TO_DATE))]
     assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), set()) == (
-        "reconcile: 1 deleted\n"
-        "\n"
-        "Advanced:\n"
-        f"- {A}: deleted\n"
-        "\n"
-        f"Up to date: {B}\n"
-        "\n"
-        "Reconcile-Run-Id: run-1\n"
-        "Reconcile-Plan-Hash: ab12\n"
-        "Reconcile-Version: 0.1.0\n"
+        f"reconcile: 1 deleted\n\nAdvanced:\n- {A}: deleted\n\nUp to date: {B}\n\n{TRAILER_LINES}"
     )
     failed = [DatasetRun(Outcome(A, Status.FAILED, message="x"))]
     assert subject(failed) == "reconcile: no dataset advanced, 1 failed"
@@ -420,7 +411,5 @@ def test_a_commit_message_says_which_files_moved_into_the_data_store() -> None:
         "\n"
         f"Up to date: {B}\n"
         "\n"
-        "Reconcile-Run-Id: run-1\n"
-        "Reconcile-Plan-Hash: ab12\n"
-        "Reconcile-Version: 0.1.0\n"
+        f"{TRAILER_LINES}"
     )

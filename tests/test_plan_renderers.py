@@ -817,16 +817,20 @@ def test_markdown_summary_line_counts_a_failed_query_as_its_one_problem() -> Non
 
 def test_markdown_table_lists_only_datasets_that_change_or_fail_and_counts_the_rest() -> None:
     blocks = markdown_blocks(render_markdown(PLAN))
+    assert "\n\n".join(datasets_table(blocks)) == EXPECTED_TABLE
+
+
+def datasets_table(blocks: list[str]) -> list[str]:
+    """The Datasets section's table and the line under it."""
     start = blocks.index("### Datasets")
-    assert "\n\n".join(blocks[start + 1 : start + 3]) == EXPECTED_TABLE
+    return blocks[start + 1 : start + 3]
 
 
 def test_markdown_table_lists_an_unchanged_dataset_that_fails() -> None:
     failing = Verdict("naming", Severity.ERROR, "bad name", dataset="org.example.ticks.weekly")
     plan = Plan(datasets=(TICKS, WEEKLY), verdicts=(failing,))
     blocks = markdown_blocks(render_markdown(plan))
-    start = blocks.index("### Datasets")
-    assert blocks[start + 1 : start + 3] == [
+    assert datasets_table(blocks) == [
         "| Dataset | Action | Class | Notes |\n"
         "| --- | --- | --- | --- |\n"
         "| `org.example.ticks.weekly` | unchanged |  | **1 error** |",
@@ -842,8 +846,7 @@ def test_markdown_lists_an_unchanged_dataset_with_data_waiting_and_shows_it() ->
     )
     weekly = dataclasses.replace(WEEKLY, pending=(slices,))
     blocks = markdown_blocks(render_markdown(Plan(datasets=(TICKS, weekly))))
-    start = blocks.index("### Datasets")
-    assert blocks[start + 1 : start + 3] == [
+    assert datasets_table(blocks) == [
         "| Dataset | Action | Class | Notes |\n"
         "| --- | --- | --- | --- |\n"
         "| `org.example.ticks.weekly` | unchanged |  | pending data |",

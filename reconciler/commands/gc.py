@@ -28,6 +28,7 @@ from ..odf.store_gc import (
     names_in_blocks,
     working_tree_blocks,
 )
+from ..wording import count
 from .common import Session, fail, usage_error
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -94,8 +95,8 @@ def _delete(store: FileSystemStore, objects: list[StoredObject]) -> None:
             store.delete(stored.path)
         except StoreError as e:
             raise fail(
-                f"error: {e}; deleted {done} of {_objects(len(objects))}, the others are left"
-                " for the next gc"
+                f"error: {e}; deleted {done} of {count(len(objects), 'object')}, the others"
+                " are left for the next gc"
             ) from None
 
 
@@ -104,12 +105,12 @@ def _report(
 ) -> None:
     scope = "every commit of every ref" if all_commits else "the tip of every ref"
     typer.echo(
-        f"data store {store.shown}: {_objects(judgement.named)} named by the chains in the"
+        f"data store {store.shown}: {count(judgement.named, 'object')} named by the chains in the"
         f" working tree or in {scope}"
     )
     if judgement.young:
         typer.echo(
-            f"kept {_objects(len(judgement.young))} no chain names, written less than"
+            f"kept {count(len(judgement.young), 'object')} no chain names, written less than"
             f" {min_age} ago (--min-age): a run not pushed yet may name"
             f" {'it' if len(judgement.young) == 1 else 'them'}"
         )
@@ -119,12 +120,8 @@ def _report(
         return
     size = sum(stored.size for stored in collect)
     verb = "deleted" if deleted else "would delete"
-    typer.echo(f"{verb} {_objects(len(collect))} ({size:,} bytes):")
+    typer.echo(f"{verb} {count(len(collect), 'object')} ({size:,} bytes):")
     for stored in collect:
         typer.echo(f"  {stored.path}")
     if not deleted:
         typer.echo(f"run `reconcile gc --delete` to delete {'it' if len(collect) == 1 else 'them'}")
-
-
-def _objects(n: int) -> str:
-    return f"{n} object" if n == 1 else f"{n:,} objects"

@@ -34,15 +34,15 @@ def _ignored(target: Path, written: list[Path]) -> list[str]:
     """What the repository's own ignore rules (an existing ``.gitignore``, a global
     one) would keep out of git: files init wrote, and the chains' files to come, which
     ``apply --commit`` would then refuse to commit without. Nothing outside git."""
-    from ..gitloop.gitops import GitError, ignored_paths, top_of
+    from ..gitloop.gitops import GitError, chain_paths, ignored_paths, top_of
 
     try:
         top = top_of(target)
     except GitError:
         return []
-    chain = [f"odf/<dataset>/{kind}" for kind in ("blocks/f1620", "refs/head", "data/f1620")]
+    odf = (target.resolve() / "odf").relative_to(top).as_posix()  # the scaffold's odf_root
     paths = [path.resolve().relative_to(top).as_posix() for path in written]
-    paths += [(target.resolve() / p).relative_to(top).as_posix() for p in chain]
+    paths += chain_paths(top, odf, data_in_odf=True)
     found = ignored_paths(top, paths)
     mine = set(paths[: len(written)])
     warnings = [f"git ignores {i}: it will not be committed" for i in found if i.path in mine]

@@ -16,11 +16,10 @@ the base's, and the new ones apply from the next pull request on.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import RepoConfig, shown_path
+from ..config import RepoConfig, setting_line, shown_path
 from ..odf.store_move import in_folder
 from ..plan.model import Action, Location, Pending, Plan, Problem
 from ..wording import count
@@ -69,17 +68,13 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
 
 
 def _key_location(pyproject: Path, key: str) -> Location:
-    """The file and the line that sets ``key`` (a ``key =`` line, or a ``[...key]``
-    table), or the file alone when no line does (the key was removed)."""
-    pattern = re.compile(rf"^\s*(\[\s*tool\.reconciler\.{key}\s*\]|{key}\s*=)")
+    """The file and the line that sets ``key`` (``config.setting_line``), or the file
+    alone when no line does (the key was removed)."""
     try:
-        lines = pyproject.read_text(encoding="utf-8").splitlines()
+        text = pyproject.read_text(encoding="utf-8")
     except OSError:
-        lines = []
-    for number, line in enumerate(lines, start=1):
-        if pattern.match(line):
-            return Location(str(pyproject), number)
-    return Location(str(pyproject))
+        text = ""
+    return Location(str(pyproject), setting_line(text, "tool.reconciler", key))
 
 
 def store_move_pending(config: RepoConfig, plan: Plan) -> Plan:
