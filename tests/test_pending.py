@@ -132,20 +132,22 @@ def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_i
     (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n")
     (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n")
     reconcile(repo.root, T0)
-    repo.commit("ingested a.csv and b.csv")
+    ran = repo.commit("ingested a.csv and b.csv")[:7]
     git.Repo(repo.root).git.switch("-q", "-c", "pr")
     (repo.root / "sources" / "b.csv").write_text("a,b\n2,corrected\n")
     (repo.root / "sources" / "a0.csv").write_text("a,b\n0,late\n")
     (repo.root / "sources" / "c.csv").write_text("a,b\n3,z\n")
     other = "org.example.copy"  # a new dataset reads every file: nothing to say
     repo.write(other, manifest(other, "Root", root_events()))
-    # Before it is committed, a plan without a base sees the working tree's changes.
-    local = make_plan(repo.config, PlanRequest())
-    assert [p.message.split(": a FilesGlob")[0] for p in local.problems] == [
-        f"sources/a0.csv, added in the working tree, sorts before b.csv, the last file {NAME}"
-        " ingested",
-        f"sources/b.csv, modified in the working tree, was ingested by {NAME} already",
+    # Before it is committed, a plan without a base sees the working tree's changes since
+    # the commit of the chain's last run...
+    since = f"since commit {ran} (the last to advance its chain)"
+    local = [
+        f"sources/a0.csv, added {since}, sorts before b.csv, the last file {NAME} ingested",
+        f"sources/b.csv, modified {since}, was ingested by {NAME} already",
     ]
+    found = make_plan(repo.config, PlanRequest()).problems
+    assert [p.message.split(": a FilesGlob")[0] for p in found] == local
     repo.commit("a pull request")
     plan = make_plan(repo.config, PlanRequest(base_ref="main"))
     where = Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 38)
@@ -170,11 +172,40 @@ def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_i
     assert plan.exit_code(detailed=True) == 1
     mine = next(d for d in plan.datasets if d.name == NAME)
     assert mine.pending == (Pending("new-files", "1 new file: c.csv"),)
-    # Committed, the working tree has no change of its own: without a base, no error.
-    assert make_plan(repo.config, PlanRequest()).problems == ()
-    # What the error says is what apply does: only c.csv is read.
+    # ...and once committed too: a local commit would otherwise apply as "up to date".
+    found = make_plan(repo.config, PlanRequest()).problems
+    assert [p.message.split(": a FilesGlob")[0] for p in found] == local
+    # What the error says is what apply does, were it not refused: outside git, where
+    # nothing can be judged, only c.csv is read.
+    shutil.rmtree(repo.root / ".git")
     reconcile(repo.root, T1)
     ingested = [
         rows(t, "offset", "op", "system_time", "event_time") for t in slices(repo.odf.dataset(NAME))
     ]
     assert ingested == [[(1, "x")], [(2, "y")], [(3, "z")]]  # one slice a file
+
+
+def test_without_a_base_files_an_uncommitted_run_may_have_read_are_not_judged(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """Without a base, files are judged against the last file the committed head had read:
+    an uncommitted run read the files after it as they were then, which git cannot tell,
+    so they are left alone, while an edit to a file the committed chain read is found."""
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    reconcile(repo.root, T0)
+    assert make_plan(repo.config, PlanRequest()).problems == ()  # a chain never committed
+    ran = repo.commit("ingested a.csv")[:7]
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n")
+    (repo.root / "sources" / "c.csv").write_text("a,b\n3,z\n")
+    reconcile(repo.root, T1)  # reads b.csv and c.csv; not committed
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,edited after the run\n")
+    assert make_plan(repo.config, PlanRequest()).problems == ()
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,edited\n")
+    (found,) = make_plan(repo.config, PlanRequest()).problems
+    assert found.message.startswith(
+        f"sources/a.csv, modified since commit {ran} (the last to advance its chain), was"
+        f" ingested by {NAME} already: a FilesGlob source reads each file once"
+    )
+    # Outside git there is no history to compare: nothing is judged.
+    shutil.rmtree(repo.root / ".git")
+    assert make_plan(repo.config, PlanRequest()).problems == ()

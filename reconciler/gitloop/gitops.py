@@ -223,6 +223,62 @@ def block_files(
             yield path, repo.odb.stream(bytes.fromhex(oid)).read()
 
 
+def last_changes(repo_root: Path, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+    """For each of ``paths`` (relative to the top of the checkout) that ``HEAD`` holds:
+    the last commit of ``HEAD``'s history that changed it, and its bytes at ``HEAD``.
+
+    One walk of the history for all of them, ended as soon as each is found (a chain's
+    head moves with every run, so the walk is short). A shallow clone's oldest commit
+    counts as changing every file it holds."""
+    if not paths:
+        return {}
+    top = str(top_of(repo_root))
+    contents = _contents_at_head(top, paths)
+    found: dict[str, str] = {}
+    if contents:
+        command = ["git", "-C", top, "-c", "core.quotePath=false", "log", "--format=\x01%H"]
+        command += ["--name-only", "--no-renames", "HEAD", "--", *sorted(contents)]
+        walk = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert walk.stdout is not None
+        try:
+            commit = ""
+            for raw in walk.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                if line.startswith("\x01"):
+                    commit = line[1:]
+                elif line in contents and line not in found:
+                    found[line] = commit
+                    if len(found) == len(contents):
+                        break
+        finally:
+            walk.kill()
+            walk.wait()
+    return {path: (commit, contents[path]) for path, commit in found.items()}
+
+
+def _contents_at_head(top: str, paths: Sequence[str]) -> dict[str, bytes]:
+    """The bytes of those of ``paths`` that ``HEAD`` holds, read by one ``cat-file``."""
+    done = subprocess.run(
+        ["git", "-C", top, "cat-file", "--batch"],
+        input="".join(f"HEAD:{path}\n" for path in paths).encode("utf-8"),
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:  # no HEAD yet: nothing was committed
+        return {}
+    out, at, contents = done.stdout, 0, {}
+    for path in paths:
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        at = end + 1
+        if header[-1] == b"missing" or header[1] != b"blob":
+            continue
+        size = int(header[2])
+        contents[path] = out[at : at + size]
+        at += size + 1
+    return contents
+
+
 def blob_id(data: bytes) -> str:
     """The id git gives a file of these bytes (``git hash-object``)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()

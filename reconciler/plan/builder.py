@@ -42,7 +42,7 @@ from .model import (
 )
 from .pending import (
     GlobListings,
-    TouchedFile,
+    TouchedSources,
     empty_glob_problems,
     pending_data,
     unread_changes,
@@ -99,8 +99,9 @@ class PlanOptions:
     stale_overrides: frozenset[str] = frozenset()
     """Datasets whose override line the base's manifest already had: it was written for
     an earlier breaking change, and allows none the pull request makes."""
-    touched_sources: Mapping[str, tuple[TouchedFile, ...]] = field(default_factory=dict)
-    """Per dataset, the files of its ``FilesGlob`` the pull request added or modified
+    touched_sources: Mapping[str, TouchedSources] = field(default_factory=dict)
+    """Per dataset, the files of its ``FilesGlob`` the pull request added or modified,
+    or without a base those changed since its chain's last committed run
     (``pending.unread_changes``)."""
 
 
@@ -151,8 +152,8 @@ def build_plan(
     for name, ds in desired.datasets.items():
         plans[name] = replace(plans[name], pending=pending_data(ds, actual, listings))
         all_problems += empty_glob_problems(ds, listings)
-        touched = options.touched_sources.get(name, ())
-        all_problems += unread_changes(ds, plans[name].action, actual.get(name), touched)
+        touched = options.touched_sources.get(name)
+        all_problems += unread_changes(ds, plans[name].action, touched)
     # ``history`` reads the chains of the roots recreated, to check their files are there
     plans = plan_recreates(
         plans,

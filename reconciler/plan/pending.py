@@ -40,7 +40,16 @@ class TouchedFile(NamedTuple):
     """As the repository shows it: ``sources/orders/orders-2026-01-05.csv``."""
     status: Literal["added", "modified"]
     by: str
-    """What changed it: ``by this pull request`` or ``in the working tree``."""
+    """What changed it and since when: ``by this pull request``, or ``since commit
+    1a2b3c4 (the last to advance its chain)``."""
+
+
+class TouchedSources(NamedTuple):
+    """The files of a dataset's ``FilesGlob`` added or modified since a point at which
+    its chain had ingested every file up to ``last_read``, in name order."""
+
+    files: tuple[TouchedFile, ...]
+    last_read: str
 
 
 def pending_data(
@@ -83,21 +92,21 @@ def empty_glob_problems(ds: DesiredDataset, listings: GlobListings | None) -> li
 
 
 def unread_changes(
-    ds: DesiredDataset, action: Action, state: ChainState | None, touched: Sequence[TouchedFile]
+    ds: DesiredDataset, action: Action, touched: TouchedSources | None
 ) -> list[Problem]:
     """An error for each source file a pull request (or, in a plan without a base, the
-    working tree) added or modified that no apply will ever read: a ``FilesGlob`` reads
-    files once, in name order, after the last one its chain ingested, so an edit to a
-    file already ingested, or a new file whose name sorts before that one, is ignored
-    and the apply says "up to date". A chain read again from every file (created or
-    recreated) reads them all."""
-    after = _last_file(state)
-    if after is None or action in (Action.CREATE, Action.RECREATE):
+    commits and the working tree since the chain's last committed run) added or modified
+    that no apply will ever read: a ``FilesGlob`` reads files once, in name order, after
+    the last one its chain ingested, so an edit to a file already ingested, or a new file
+    whose name sorts before that one, is ignored and the apply says "up to date". A chain
+    read again from every file (created or recreated) reads them all."""
+    if touched is None or action in (Action.CREATE, Action.RECREATE):
         return []
+    after = touched.last_read
     index, _ = _polling_source(ds.snapshot)
     location = field_location(ds.loaded, ("content", "metadata", index, "fetch", "path"))
     problems = []
-    for file in touched:
+    for file in touched.files:
         name = PurePosixPath(file.path).name
         # An added file named as the last one ingested was ingested by this very chain:
         # the pull request changed the chain too, which the chain policy judges.
@@ -146,14 +155,19 @@ def _listed(
 def _new_files(listed: Sequence[str], state: ChainState | None) -> list[str]:
     """The files the next apply would ingest: by name, those after the last one ingested
     (fetch's own rule, so the plan and the pull agree on every name)."""
-    after = _last_file(state)
+    after = last_file(state)
     return sorted({n for n in listed if after is None or n > after})
 
 
-def _last_file(state: ChainState | None) -> str | None:
+def last_file(state: ChainState | None) -> str | None:
     """The name of the last file a ``FilesGlob`` source of the chain ingested."""
     last = state.last_source_state if state is not None else None
-    return last.value if last is not None and last.kind == _ETAG else None
+    return last_file_of(last)
+
+
+def last_file_of(source_state: models.SourceState | None) -> str | None:
+    """The file name a ``FilesGlob``'s source state records; None for any other state."""
+    return source_state.value if source_state is not None and source_state.kind == _ETAG else None
 
 
 def _files_phrase(files: Sequence[str]) -> str:

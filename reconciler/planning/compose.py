@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import ConfigError, RepoConfig, shown_path
+from ..config import ConfigError, RepoConfig
 from ..gitloop import gitops
 from ..odf import models
 from ..odf.codec import decode_block
@@ -32,12 +32,13 @@ from ..plan.builder import (
 from ..plan.confinement import manifest_problems, source_problems
 from ..plan.desired import DesiredDataset, load_desired
 from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
-from ..plan.pending import GlobListings, TouchedFile
+from ..plan.pending import GlobListings
 from ..plan.policies import PolicySet, evaluate, load_policies, read_override
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .ignore_rules import ignored_chain_problems
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending
+from .source_edits import touched_sources
 
 if TYPE_CHECKING:
     from ..engine.session import SparkSettings
@@ -138,36 +139,6 @@ def _glob_matches(
     return matched
 
 
-def _touched_sources(
-    config: RepoConfig, base_ref: str | None, matched: dict[str, list[Path]]
-) -> dict[str, tuple[TouchedFile, ...]]:
-    """Per dataset, the files its ``FilesGlob`` matches that the pull request added or
-    modified (since it branched from ``base_ref``), or without a base those the working
-    tree adds or modifies since ``HEAD`` (outside git, or before a first commit: none).
-    ``pending.unread_changes`` tells which of them the next apply would never read."""
-    folders = sorted({path.parent for paths in matched.values() for path in paths})
-    if not folders:
-        return {}
-    ref, by = (base_ref, "by this pull request") if base_ref else ("HEAD", "in the working tree")
-    try:
-        changes = gitops.changed_files(config.root, ref, config.root, folders)
-    except gitops.GitError:
-        if base_ref is not None:
-            raise
-        return {}
-    statuses = {config.root / path: status for status, path in changes if status != "deleted"}
-    touched: dict[str, tuple[TouchedFile, ...]] = {}
-    for name, paths in matched.items():
-        files = tuple(
-            TouchedFile(shown_path(path, config.root), statuses[path], by)
-            for path in paths
-            if path in statuses
-        )
-        if files:
-            touched[name] = files
-    return touched
-
-
 def _stale_overrides(
     config: RepoConfig, base_ref: str | None, datasets: Iterable[DesiredDataset]
 ) -> frozenset[str]:
@@ -245,7 +216,7 @@ def make_plan(
 
     stale = _stale_overrides(config, request.base_ref, desired.datasets.values())
     matched = _glob_matches(config.root, allowed, desired.datasets.values())
-    touched = _touched_sources(config, request.base_ref, matched)
+    touched = touched_sources(config, request.base_ref, matched, actual)
     options = PlanOptions(
         prune=request.prune,
         base_ref=request.base_ref,
