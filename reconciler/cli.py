@@ -328,6 +328,14 @@ def gc(
             help="Judge by the refs this clone has, without fetching every remote first.",
         ),
     ] = False,
+    allow_short_min_age: Annotated[
+        bool,
+        typer.Option(
+            "--allow-short-min-age",
+            help="Let --delete run with a --min-age under a day (only where no run of "
+            "another clone can be storing files).",
+        ),
+    ] = False,
     lock_timeout: LockTimeoutOption = None,
 ) -> None:
     """Delete the objects of a data store outside git that no chain names any more."""
@@ -335,7 +343,7 @@ def gc(
 
     session: Session = ctx.obj
     session.override(None, False, lock_timeout)
-    gc_command.run(session, delete, min_age, all_commits, no_fetch)
+    gc_command.run(session, delete, min_age, all_commits, no_fetch, allow_short_min_age)
 
 
 @app.command()

@@ -124,7 +124,9 @@ def test_gc_deletes_what_no_ref_names_once_the_remote_forgets_it(
     assert "origin/report" not in repo.git.branch("-r")
 
     # History still names them: --all-commits keeps them (a revert of the deletion).
-    history = cli(root, "gc", "--min-age", "0", "--all-commits", "--delete")
+    history = cli(
+        root, "gc", "--min-age", "0", "--all-commits", "--delete", "--allow-short-min-age"
+    )
     assert history.exit_code == 0, history.output
     assert history.output.splitlines()[-1] == "nothing to delete"
     assert "3 objects named" in history.output and "every commit of every ref" in history.output
@@ -140,7 +142,7 @@ def test_gc_deletes_what_no_ref_names_once_the_remote_forgets_it(
     ]
     assert stored(s3, prefix) == everything
 
-    deleted = cli(root, "gc", "--min-age", "0", "--delete")
+    deleted = cli(root, "gc", "--min-age", "0", "--delete", "--allow-short-min-age")
     assert deleted.exit_code == 0, deleted.output
     assert deleted.output.splitlines()[2].startswith("deleted 2 objects (")
     assert deleted.output.splitlines()[3:] == [f"  {path}" for path in derived]
@@ -153,7 +155,7 @@ def test_gc_deletes_what_no_ref_names_once_the_remote_forgets_it(
     # The root keeps growing from the store as before.
     (root / "sources" / "2.csv").write_text(CSV2)
     apply(root, "2026-01-03T06:00:00Z")
-    again = cli(root, "gc", "--min-age", "0", "--delete")
+    again = cli(root, "gc", "--min-age", "0", "--delete", "--allow-short-min-age")
     assert again.exit_code == 0, again.output
     assert again.output.splitlines()[-1] == "nothing to delete"
 
@@ -221,7 +223,7 @@ def test_a_block_gc_cannot_read_stops_it_and_nothing_is_deleted(tmp_path: Path) 
     git.Repo(root).git.branch("broken")
     broken.unlink()  # gone from main and the working tree, kept by the branch
     repo.commit("removed")
-    result = cli(root, "gc", "--min-age", "0", "--delete")
+    result = cli(root, "gc", "--min-age", "0", "--delete", "--allow-short-min-age")
     assert result.exit_code == 1, result.output
     assert result.output.strip() == (
         f"error: odf/org.example.broken/blocks/f1620{'00' * 32}: not a metadata block"
@@ -239,7 +241,7 @@ def test_gc_refuses_what_it_cannot_judge_safely(tmp_path: Path) -> None:
     stray.write_bytes(b"unnamed")
     # A remote that cannot be fetched: the refs may be stale, so nothing is judged.
     git.Repo(root).create_remote("origin", str(tmp_path / "missing.git"))
-    unreachable = cli(root, "gc", "--min-age", "0", "--delete")
+    unreachable = cli(root, "gc", "--min-age", "0", "--delete", "--allow-short-min-age")
     assert unreachable.exit_code == 1, unreachable.output
     assert unreachable.output == (
         f"error: cannot fetch origin: fatal: '{tmp_path}/missing.git' does not appear to be"
@@ -254,7 +256,9 @@ def test_gc_refuses_what_it_cannot_judge_safely(tmp_path: Path) -> None:
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
-        locked = cli(root, "gc", "--min-age", "0", "--delete", "--no-fetch")
+        locked = cli(
+            root, "gc", "--min-age", "0", "--delete", "--allow-short-min-age", "--no-fetch"
+        )
     finally:
         holder.communicate(b"")
     assert locked.exit_code == 1, locked.output
@@ -268,6 +272,17 @@ def test_gc_refuses_what_it_cannot_judge_safely(tmp_path: Path) -> None:
     bad = cli(root, "gc", "--min-age", "7 days")
     assert bad.exit_code == 64, bad.output
     assert "--min-age: '7 days' is not an age like 7d, 12h, 30m or 0" in bad.output
+    # Deleting with an age under a day could take a running clone's stored files: it must
+    # be asked for (Delta's VACUUM refuses a short retention likewise). Listing is free.
+    short = cli(root, "gc", "--min-age", "23h", "--delete", "--no-fetch")
+    assert short.exit_code == 64, short.output
+    assert (
+        "--min-age 23h is under a day: --delete would also delete what a run of another"
+        " clone stored and has not pushed the blocks of yet; add --allow-short-min-age where"
+        " no other clone runs (nothing deleted)"
+    ) in " ".join(short.output.split())
+    assert stray.exists()
+    assert cli(root, "gc", "--min-age", "23h", "--no-fetch").exit_code == 0
     # A shallow clone has no history to protect with --all-commits.
     shallow = tmp_path / "shallow"
     bare = tmp_path / "remote.git"
@@ -307,7 +322,7 @@ def test_wrong_credentials_are_one_error_and_nothing_is_deleted(
     write_settings(root, f"s3://{BUCKET}/gc-denied", s3_server.endpoint)
     (root / "odf").mkdir()
     before = len(s3_server.requests())
-    result = cli(root, "gc", "--min-age", "0", "--delete")
+    result = cli(root, "gc", "--min-age", "0", "--delete", "--allow-short-min-age")
     assert result.exit_code == 1, result.output
     assert result.output.startswith(f"error: data store s3://{BUCKET}/gc-denied cannot be reached")
     assert "wrong-secret" not in result.output
@@ -352,7 +367,7 @@ def test_a_store_refusing_deletes_says_how_far_gc_got(
     GitOpsRepo.create(root)
     write_settings(root, f"s3://{prefix}", s3_server.endpoint)
     (root / "odf").mkdir()
-    result = cli(root, "gc", "--min-age", "0", "--delete")
+    result = cli(root, "gc", "--min-age", "0", "--delete", "--allow-short-min-age")
     assert result.exit_code == 1, result.output
     key_name = f"{prefix.split('/', 1)[1]}/{strays[0]}"
     assert re.sub(r"Request ID: \w+", "Request ID: …", result.output) == (

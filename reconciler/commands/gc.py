@@ -42,8 +42,27 @@ def parse_age(text: str) -> float:
     return int(found[1]) * _UNITS.get(found[2], 1)
 
 
-def run(session: Session, delete: bool, min_age: str, all_commits: bool, no_fetch: bool) -> None:
+SHORT_AGE = _UNITS["d"]
+"""Below it, ``--delete`` needs ``--allow-short-min-age``: a run of another clone may
+have stored its files and not pushed the blocks naming them yet (Delta's ``VACUUM``
+refuses a retention under the table's likewise, unless its check is turned off)."""
+
+
+def run(
+    session: Session,
+    delete: bool,
+    min_age: str,
+    all_commits: bool,
+    no_fetch: bool,
+    allow_short: bool = False,
+) -> None:
     age = parse_age(min_age)
+    if delete and age < SHORT_AGE and not allow_short:
+        raise usage_error(
+            f"--min-age {min_age} is under a day: --delete would also delete what a run of"
+            " another clone stored and has not pushed the blocks of yet; add"
+            " --allow-short-min-age where no other clone runs (nothing deleted)"
+        )
     config = session.config
     store = session.odf.store
     if not isinstance(store, FileSystemStore):
