@@ -209,3 +209,30 @@ def test_without_a_base_files_an_uncommitted_run_may_have_read_are_not_judged(
     # Outside git there is no history to compare: nothing is judged.
     shutil.rmtree(repo.root / ".git")
     assert make_plan(repo.config, PlanRequest()).problems == ()
+
+
+def test_a_file_the_pull_request_adds_behind_what_the_base_ingested_since_is_an_error(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """Two pull requests add a day's file each; the later day is merged and ingested on
+    the base first. The earlier day's file then sorts before the base's last file: the
+    pull request's own chain (the base's when it branched) cannot tell, its base's tip
+    can."""
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    reconcile(repo.root, T0)
+    repo.commit("ingested a.csv")
+    branches = git.Repo(repo.root).git
+    branches.switch("-q", "-c", "pr")
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n")
+    repo.commit("add b.csv")
+    branches.switch("-q", "main")
+    (repo.root / "sources" / "c.csv").write_text("a,b\n3,z\n")
+    reconcile(repo.root, T1)
+    repo.commit("add c.csv, merged and ingested")
+    branches.switch("-q", "pr")
+    (found,) = make_plan(repo.config, PlanRequest(base_ref="main")).problems
+    assert found.message.startswith(
+        f"sources/b.csv, added by this pull request, sorts before c.csv, the last file {NAME}"
+        " ingested: a FilesGlob source reads each file once, in name order, so it will never"
+        " be ingested; put the rows in a new file whose name sorts after c.csv"
+    )

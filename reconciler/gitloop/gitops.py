@@ -126,6 +126,10 @@ def head_commit(repo_root: Path) -> str | None:
         return None
 
 
+_FEW = 16
+"""Pathspecs given to git as they are; more are narrowed to their top folders."""
+
+
 def changed_files(
     repo_root: Path, base_ref: str, under: Path, only: Sequence[Path] = ()
 ) -> list[tuple[FileStatus, PurePosixPath]]:
@@ -158,12 +162,20 @@ def changed_files(
         if not specs:
             return []
     since = next(iter(repo.merge_base(base, head)), base)
-    diff = repo.git.diff(since.hexsha, "--name-status", "--no-renames", "-z", "--", *specs)
+    # git matches every path against every pathspec: a thousand datasets' folders made
+    # one diff 0.8 s, their few top folders 0.03 s; the answer is then narrowed here.
+    asked = frozenset(specs)
+    tops = sorted({spec.split("/", 1)[0] for spec in specs}) if len(specs) > _FEW else specs
+    diff = repo.git.diff(since.hexsha, "--name-status", "--no-renames", "-z", "--", *tops)
     fields = diff.split("\0")
     changes = [(_STATUSES[fields[i][:1]], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
-    untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *specs)
+    untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *tops)
     changes += [("added", path) for path in untracked.split("\0") if path]
-    return sorted((status, PurePosixPath(path).relative_to(folder)) for status, path in changes)
+    return sorted(
+        (status, PurePosixPath(path).relative_to(folder))
+        for status, path in changes
+        if tops is specs or not asked.isdisjoint(map(str, PurePosixPath(path).parents))
+    )
 
 
 def resolve_commit(repo_root: Path, ref: str) -> str:
@@ -233,7 +245,7 @@ def last_changes(repo_root: Path, paths: Sequence[str]) -> dict[str, tuple[str, 
     if not paths:
         return {}
     top = str(top_of(repo_root))
-    contents = _contents_at_head(top, paths)
+    contents = files_at(top, "HEAD", paths)
     found: dict[str, str] = {}
     if contents:
         command = ["git", "-C", top, "-c", "core.quotePath=false", "log", "--format=\x01%H"]
@@ -256,11 +268,15 @@ def last_changes(repo_root: Path, paths: Sequence[str]) -> dict[str, tuple[str, 
     return {path: (commit, contents[path]) for path, commit in found.items()}
 
 
-def _contents_at_head(top: str, paths: Sequence[str]) -> dict[str, bytes]:
-    """The bytes of those of ``paths`` that ``HEAD`` holds, read by one ``cat-file``."""
+def files_at(repo_root: Path | str, ref: str, paths: Sequence[str]) -> dict[str, bytes]:
+    """The bytes of those of ``paths`` (relative to the top of the checkout) that ``ref``
+    holds, read by one ``git cat-file`` however many they are; none when ``ref`` does
+    not name a commit (before the first one)."""
+    if not paths:
+        return {}
     done = subprocess.run(
-        ["git", "-C", top, "cat-file", "--batch"],
-        input="".join(f"HEAD:{path}\n" for path in paths).encode("utf-8"),
+        ["git", "-C", str(top_of(Path(repo_root))), "cat-file", "--batch"],
+        input="".join(f"{ref}:{path}\n" for path in paths).encode("utf-8"),
         capture_output=True,
         check=False,
     )
@@ -271,10 +287,11 @@ def _contents_at_head(top: str, paths: Sequence[str]) -> dict[str, bytes]:
         end = out.index(b"\n", at)
         header = out[at:end].split()
         at = end + 1
-        if header[-1] == b"missing" or header[1] != b"blob":
+        if len(header) != 3:  # ``<name> missing`` (or ``ambiguous``): no content follows
             continue
         size = int(header[2])
-        contents[path] = out[at : at + size]
+        if header[1] == b"blob":
+            contents[path] = out[at : at + size]
         at += size + 1
     return contents
 

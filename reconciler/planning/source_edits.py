@@ -7,7 +7,10 @@ last one, is never read, and every apply after says "up to date"
 the chain's last file is known:
 
 - a pull request's plan (``--base``): what it adds or modifies since it branched, against
-  the chain it carries, which is the base's (only the reconciler writes chains);
+  the later of the chain it carries (the base's when it branched: only the reconciler
+  writes chains) and the chain on the base's tip, which runs may have moved past a file
+  the pull request adds (two pull requests adding a day's file each, the later day
+  merged and ingested first);
 - otherwise, per dataset, the last commit that moved the chain's head: what the commits
   since and the working tree add or modify, against the last file the committed head had
   read. An uncommitted run's reads are not known, so files after that name are not
@@ -24,13 +27,14 @@ from ..config import RepoConfig, shown_path
 from ..gitloop import gitops
 from ..odf import models
 from ..odf.chain import ChainState
+from ..odf.codec import BlockDecodeError, decode_block
 from ..odf.multiformat import Multihash
-from ..odf.repository import OdfRepository, RepositoryError
 from ..plan.pending import TouchedFile, TouchedSources, last_file, last_file_of
 
-_WALK_LIMIT = 10_000
-"""Blocks walked back from a committed head to its newest ``AddData``; past it (a chain
-of metadata only), the dataset is not judged."""
+_WALK_ROUNDS = 64
+"""Blocks walked back from a head to its newest ``AddData`` (a round of one ``git
+cat-file`` for all datasets each); past it, a dataset is not judged: only a run of that
+many metadata changes since its last ingest would get there."""
 
 
 def touched_sources(
@@ -42,15 +46,15 @@ def touched_sources(
     """Per dataset with a chain, the files its ``FilesGlob`` matches that were added or
     modified since the point the module's docstring describes, with the chain's last
     file at that point; datasets with nothing to judge are left out."""
-    chained = {name: paths for name, paths in matched.items() if paths and name in actual}
+    chained = {
+        name: paths
+        for name, paths in matched.items()
+        if paths and last_file(actual.get(name)) is not None
+    }
     if not chained:
         return {}
     if base_ref is not None:
-        points = {
-            name: (base_ref, last, "by this pull request")
-            for name in chained
-            if (last := last_file(actual[name])) is not None
-        }
+        points = _base_points(config, base_ref, chained, actual)
     else:
         points = _committed_points(config, list(chained))
     touched: dict[str, TouchedSources] = {}
@@ -76,40 +80,97 @@ def touched_sources(
     return touched
 
 
-def _committed_points(config: RepoConfig, names: list[str]) -> dict[str, tuple[str, str, str]]:
-    """Per dataset whose head ``HEAD`` holds: the last commit that moved it, the last file
-    that head had read, and how a problem says it."""
-    try:
-        top = gitops.top_of(config.root)
-        odf = config.odf_dir.resolve().relative_to(top).as_posix()
-    except (gitops.GitError, ValueError):
-        return {}  # outside git, or chains outside the checkout: no history to compare
-    paths = {f"{odf}/{name}/refs/head": name for name in names}
-    repo = OdfRepository(config.odf_dir)
-    points: dict[str, tuple[str, str, str]] = {}
-    for path, (commit, content) in gitops.last_changes(top, list(paths)).items():
-        name = paths[path]
-        last = _last_file_at(repo, name, content)
-        if last is not None:
-            by = f"since commit {commit[:7]} (the last to advance its chain)"
-            points[name] = (commit, last, by)
+Point = tuple[str, str, str]
+"""The commit (or ref) changes are counted from, the last file the chain had read by
+then, and how a problem says what changed the files."""
+
+
+def _base_points(
+    config: RepoConfig,
+    base_ref: str,
+    chained: Mapping[str, list[Path]],
+    actual: Mapping[str, ChainState],
+) -> dict[str, Point]:
+    """A pull request's files are judged against the later of two last files: its own
+    chain's (the base's when it branched) and the chain's on the base's tip, which a run
+    may have moved past a file the pull request adds since it branched."""
+    on_tip = _last_files_at(config, base_ref, _heads_at(config, base_ref, list(chained)))
+    points: dict[str, Point] = {}
+    for name in chained:
+        own = last_file(actual[name])
+        assert own is not None  # chained holds only chains that have ingested a file
+        points[name] = (base_ref, max(own, on_tip.get(name, own)), "by this pull request")
     return points
 
 
-def _last_file_at(repo: OdfRepository, name: str, head: bytes) -> str | None:
-    """The last file a ``FilesGlob`` had read as of ``head`` (a committed head, whose
-    blocks the working tree still holds unless the chain was recreated since): the
-    source state of the newest ``AddData`` at or before it."""
+def _committed_points(config: RepoConfig, names: list[str]) -> dict[str, Point]:
+    """Per dataset whose head ``HEAD`` holds: the last commit that moved it, and the last
+    file that head had read."""
+    odf = _odf_folder(config)
+    if odf is None:
+        return {}
+    paths = {f"{odf}/{name}/refs/head": name for name in names}
+    moved = gitops.last_changes(config.root, list(paths))
+    heads = {paths[path]: _parsed(content) for path, (_, content) in moved.items()}
+    lasts = _last_files_at(config, "HEAD", {n: h for n, h in heads.items() if h is not None})
+    by = "since commit {} (the last to advance its chain)"
+    return {
+        paths[path]: (commit, lasts[paths[path]], by.format(commit[:7]))
+        for path, (commit, _) in moved.items()
+        if paths[path] in lasts
+    }
+
+
+def _odf_folder(config: RepoConfig) -> str | None:
+    """The chains' folder relative to the top of the checkout; None outside git, or for
+    chains outside the checkout: no history to compare."""
     try:
-        current: Multihash | None = Multihash.parse(head.decode("ascii").strip())
-        dataset = repo.dataset(name)
-        for _ in range(_WALK_LIMIT):
-            if current is None:
-                return None
-            block = dataset.get_block(str(current), verify=False)
+        return config.odf_dir.resolve().relative_to(gitops.top_of(config.root)).as_posix()
+    except (gitops.GitError, ValueError):
+        return None
+
+
+def _heads_at(config: RepoConfig, ref: str, names: list[str]) -> dict[str, str]:
+    """The heads ``ref`` gives these datasets' chains (those it has)."""
+    odf = _odf_folder(config)
+    if odf is None:
+        return {}
+    paths = {f"{odf}/{name}/refs/head": name for name in names}
+    found = gitops.files_at(config.root, ref, list(paths))
+    heads = {paths[path]: _parsed(content) for path, content in found.items()}
+    return {name: head for name, head in heads.items() if head is not None}
+
+
+def _parsed(head: bytes) -> str | None:
+    try:
+        return str(Multihash.parse(head.decode("ascii").strip()))
+    except (ValueError, UnicodeDecodeError):
+        return None  # a head that cannot be read: the chain's own problem, not judged here
+
+
+def _last_files_at(config: RepoConfig, ref: str, heads: Mapping[str, str]) -> dict[str, str]:
+    """Per dataset, the last file a ``FilesGlob`` had read as of its head in ``ref``: the
+    source state of the newest ``AddData`` at or before it, read from git (a run may
+    have moved the working tree's chain on, or a base's tip may hold blocks this
+    checkout lacks), one round of block reads for all datasets at a time."""
+    odf = _odf_folder(config)
+    pending = dict(heads)
+    found: dict[str, str] = {}
+    for _ in range(_WALK_ROUNDS):
+        if odf is None or not pending:
+            break
+        paths = {name: f"{odf}/{name}/blocks/{head}" for name, head in pending.items()}
+        blocks = gitops.files_at(config.root, ref, list(paths.values()))
+        pending = {}
+        for name, path in paths.items():
+            try:
+                block = decode_block(blocks[path])
+            except (KeyError, BlockDecodeError):
+                continue  # a block git lacks or cannot be read: not judged here
             if isinstance(block.event, models.AddData):
-                return last_file_of(block.event.new_source_state)
-            current = block.prev_block_hash
-    except (RepositoryError, ValueError, UnicodeDecodeError):
-        pass  # a head or block that cannot be read: the chain's own problem, not judged here
-    return None
+                last = last_file_of(block.event.new_source_state)
+                if last is not None:
+                    found[name] = last
+            elif block.prev_block_hash is not None:
+                pending[name] = str(block.prev_block_hash)
+    return found
