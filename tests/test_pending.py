@@ -230,7 +230,9 @@ def test_a_file_the_pull_request_adds_behind_what_the_base_ingested_since_is_an_
     reconcile(repo.root, T1)
     repo.commit("add c.csv, merged and ingested")
     branches.switch("-q", "pr")
-    (found,) = make_plan(repo.config, PlanRequest(base_ref="main")).problems
+    plan = make_plan(repo.config, PlanRequest(base_ref="main"))
+    assert plan.datasets[0].pending == ()  # not "1 new file: b.csv", as its own chain says
+    (found,) = plan.problems
     assert found.message.startswith(
         f"sources/b.csv, added by this pull request, sorts before c.csv, the last file {NAME}"
         " ingested: a FilesGlob source reads each file once, in name order, so it will never"

@@ -150,10 +150,13 @@ def build_plan(
             plans[name] = _orphan(name, state, options.prune and not kept)
             all_problems += [_kept_from_pruning(name, desired)] if kept else []
     for name, ds in desired.datasets.items():
-        plans[name] = replace(plans[name], pending=pending_data(ds, actual, listings))
-        all_problems += empty_glob_problems(ds, listings)
         touched = options.touched_sources.get(name)
-        all_problems += unread_changes(ds, plans[name].action, touched)
+        if plans[name].action in (Action.CREATE, Action.RECREATE):
+            touched = None  # a chain read again from every file: none is left unread
+        pending = pending_data(ds, actual, listings, touched)
+        plans[name] = replace(plans[name], pending=pending)
+        all_problems += empty_glob_problems(ds, listings)
+        all_problems += unread_changes(ds, touched)
     # ``history`` reads the chains of the roots recreated, to check their files are there
     plans = plan_recreates(
         plans,

@@ -22,7 +22,7 @@ from typing import Literal, NamedTuple
 from ..odf import models
 from ..odf.chain import ChainState
 from .desired import DesiredDataset
-from .model import Action, Pending, Problem, Severity
+from .model import Pending, Problem, Severity
 from .policies import field_location
 
 NAMED_FILES = 10  # file names listed before "and N more"
@@ -53,12 +53,17 @@ class TouchedSources(NamedTuple):
 
 
 def pending_data(
-    ds: DesiredDataset, actual: Mapping[str, ChainState], listings: GlobListings | None
+    ds: DesiredDataset,
+    actual: Mapping[str, ChainState],
+    listings: GlobListings | None,
+    touched: TouchedSources | None = None,
 ) -> tuple[Pending, ...]:
     """The source's pending data (if any) and the input slices not yet consumed.
 
     Without ``listings`` (a caller that listed nothing) a ``FilesGlob`` is only said to
-    *may* have new data, like any other source.
+    *may* have new data, like any other source. ``touched`` may know a later last file
+    than the chain at hand (the base's tip, for a pull request): files up to it are not
+    new, whatever the pull request's own copy of the chain says.
     """
     state = actual.get(ds.name)
     _, source = _polling_source(ds.snapshot)
@@ -69,7 +74,7 @@ def pending_data(
             pending.append(
                 Pending("polling-source", f"{source.fetch.kind} source may have new data")
             )
-        elif files := _new_files(listed, state):
+        elif files := _new_files(listed, state, touched):
             pending.append(Pending("new-files", _files_phrase(files)))
     return (*pending, *_unconsumed_inputs(ds, actual, state))
 
@@ -91,16 +96,15 @@ def empty_glob_problems(ds: DesiredDataset, listings: GlobListings | None) -> li
     ]
 
 
-def unread_changes(
-    ds: DesiredDataset, action: Action, touched: TouchedSources | None
-) -> list[Problem]:
+def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[Problem]:
     """An error for each source file a pull request (or, in a plan without a base, the
     commits and the working tree since the chain's last committed run) added or modified
     that no apply will ever read: a ``FilesGlob`` reads files once, in name order, after
     the last one its chain ingested, so an edit to a file already ingested, or a new file
-    whose name sorts before that one, is ignored and the apply says "up to date". A chain
-    read again from every file (created or recreated) reads them all."""
-    if touched is None or action in (Action.CREATE, Action.RECREATE):
+    whose name sorts before that one, is ignored and the apply says "up to date". (A
+    chain read again from every file, created or recreated, has none: ``touched`` is then
+    None.)"""
+    if touched is None:
         return []
     after = touched.last_read
     index, _ = _polling_source(ds.snapshot)
@@ -152,10 +156,14 @@ def _listed(
     return None if listed is None else tuple(listed)
 
 
-def _new_files(listed: Sequence[str], state: ChainState | None) -> list[str]:
+def _new_files(
+    listed: Sequence[str], state: ChainState | None, touched: TouchedSources | None
+) -> list[str]:
     """The files the next apply would ingest: by name, those after the last one ingested
     (fetch's own rule, so the plan and the pull agree on every name)."""
     after = last_file(state)
+    if touched is not None and (after is None or touched.last_read > after):
+        after = touched.last_read
     return sorted({n for n in listed if after is None or n > after})
 
 
