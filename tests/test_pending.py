@@ -11,6 +11,7 @@ import pytest
 from gitops_repo import T0, T1, GitOpsRepo, manifest, reconcile, root_events, rows, slices
 from pyspark.sql import SparkSession
 
+from reconciler.config import RepoConfig
 from reconciler.odf import models
 from reconciler.odf.chain import ChainState
 from reconciler.plan.builder import build_plan
@@ -238,3 +239,34 @@ def test_a_file_the_pull_request_adds_behind_what_the_base_ingested_since_is_an_
         " ingested: a FilesGlob source reads each file once, in name order, so it will never"
         " be ingested; put the rows in a new file whose name sorts after c.csv"
     )
+
+
+def test_the_scheduled_runs_partial_clone_fails_on_a_file_merged_behind_the_last_one_read(
+    repo: GitOpsRepo, spark: SparkSession, tmp_path: Path
+) -> None:
+    """The pull request adding the earlier day was planned before the later day was
+    ingested, and merged after: only the scheduled run can tell. Its checkout
+    (``fetch-depth: 0``, ``filter: blob:none``) has the commit that last moved the chain;
+    a one-commit checkout does not, and says nothing."""
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (repo.root / "sources" / "c.csv").write_text("a,b\n3,z\n")
+    reconcile(repo.root, T0)
+    ran = repo.commit("ingested a.csv and c.csv")[:7]
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n")
+    repo.commit("merge the pull request adding b.csv, planned before c.csv was ingested")
+    remote = tmp_path / "remote.git"
+    git.Repo.init(remote, bare=True, initial_branch="main").git.config(
+        "uploadpack.allowFilter", "true"
+    )
+    git.Repo(repo.root).git.push(str(remote), "HEAD:main")
+    url = remote.as_uri()
+    git.Repo.clone_from(url, tmp_path / "partial", multi_options=["--filter=blob:none"])
+    git.Repo.clone_from(url, tmp_path / "shallow", depth=1)
+    partial = make_plan(RepoConfig.load(tmp_path / "partial"), PlanRequest())
+    assert [p.message.split(": a FilesGlob")[0] for p in partial.problems] == [
+        f"sources/b.csv, added since commit {ran} (the last to advance its chain), sorts"
+        f" before c.csv, the last file {NAME} ingested"
+    ]
+    shallow = make_plan(RepoConfig.load(tmp_path / "shallow"), PlanRequest())
+    assert [(d.name, d.action.value) for d in shallow.datasets] == [(NAME, "unchanged")]
+    assert shallow.problems == ()

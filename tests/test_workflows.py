@@ -178,6 +178,11 @@ def test_reconcile_runs_one_at_a_time_and_pushes_the_chains_itself() -> None:
         assert scripts["reconcile/Collect the data store's unnamed objects"] == (
             "reconcile gc --delete"
         )
+        # The whole history, without old file contents: the plan compares each FilesGlob's
+        # files with the commit that last moved its chain (test_pending's partial clone).
+        checkout = document["jobs"]["reconcile"]["steps"][0]
+        assert checkout["uses"].startswith("actions/checkout@")
+        assert checkout["with"] == {"fetch-depth": 0, "filter": "blob:none"}
 
 
 def test_the_scaffolds_workflows_are_this_repositorys_but_for_the_pinned_package() -> None:
