@@ -56,7 +56,7 @@ def touched_sources(
     if base_ref is not None:
         points = _base_points(config, base_ref, chained, actual)
     else:
-        points = _committed_points(config, list(chained))
+        points = _committed_points(config, list(chained), actual)
     touched: dict[str, TouchedSources] = {}
     for ref in sorted({ref for ref, _, _ in points.values()}):
         names = [name for name, point in points.items() if point[0] == ref]
@@ -94,7 +94,7 @@ def _base_points(
     """A pull request's files are judged against the later of two last files: its own
     chain's (the base's when it branched) and the chain's on the base's tip, which a run
     may have moved past a file the pull request adds since it branched."""
-    on_tip = _last_files_at(config, base_ref, _heads_at(config, base_ref, list(chained)))
+    on_tip = _last_files(config, base_ref, _heads_at(config, base_ref, list(chained)), actual)
     points: dict[str, Point] = {}
     for name in chained:
         own = last_file(actual[name])
@@ -103,7 +103,9 @@ def _base_points(
     return points
 
 
-def _committed_points(config: RepoConfig, names: list[str]) -> dict[str, Point]:
+def _committed_points(
+    config: RepoConfig, names: list[str], actual: Mapping[str, ChainState]
+) -> dict[str, Point]:
     """Per dataset whose head ``HEAD`` holds: the last commit that moved it, and the last
     file that head had read."""
     odf = _odf_folder(config)
@@ -112,7 +114,7 @@ def _committed_points(config: RepoConfig, names: list[str]) -> dict[str, Point]:
     paths = {f"{odf}/{name}/refs/head": name for name in names}
     moved = gitops.last_changes(config.root, list(paths))
     heads = {paths[path]: _parsed(content) for path, (_, content) in moved.items()}
-    lasts = _last_files_at(config, "HEAD", {n: h for n, h in heads.items() if h is not None})
+    lasts = _last_files(config, "HEAD", {n: h for n, h in heads.items() if h is not None}, actual)
     by = "since commit {} (the last to advance its chain)"
     return {
         paths[path]: (commit, lasts[paths[path]], by.format(commit[:7]))
@@ -146,6 +148,17 @@ def _parsed(head: bytes) -> str | None:
         return str(Multihash.parse(head.decode("ascii").strip()))
     except (ValueError, UnicodeDecodeError):
         return None  # a head that cannot be read: the chain's own problem, not judged here
+
+
+def _last_files(
+    config: RepoConfig, ref: str, heads: Mapping[str, str], actual: Mapping[str, ChainState]
+) -> dict[str, str]:
+    """``_last_files_at``, but a head that is the working tree's chain's own is answered
+    by its projection: a chain no run moved since (most of them) costs no block read."""
+    same = {name for name, head in heads.items() if head == str(actual[name].head)}
+    found = {name: last for name in same if (last := last_file(actual[name])) is not None}
+    others = {name: head for name, head in heads.items() if name not in same}
+    return found | _last_files_at(config, ref, others)
 
 
 def _last_files_at(config: RepoConfig, ref: str, heads: Mapping[str, str]) -> dict[str, str]:
