@@ -32,8 +32,10 @@ class GitError(RuntimeError):
     """The repository or the base ref could not be read."""
 
 
-def changed_paths(repo_root: Path, base_ref: str) -> set[Path]:
-    """Files that differ between ``base_ref`` and the working tree, untracked ones included.
+def changed_paths(repo_root: Path, base_ref: str, under: Path | None = None) -> set[Path]:
+    """Files that differ between ``base_ref`` and the working tree, untracked ones included;
+    with ``under``, only those in that folder (git then looks at nothing else: a plan
+    wants the manifests, not the chains' hundred thousand blocks).
 
     Paths are absolute, so callers can compare them with manifest paths directly.
     """
@@ -45,13 +47,22 @@ def changed_paths(repo_root: Path, base_ref: str) -> set[Path]:
     except (git.BadName, ValueError) as e:
         raise GitError(f"unknown git ref {base_ref!r}: {e}") from None
     top = Path(repo.working_tree_dir or repo_root)
-    changed: set[Path] = set()
-    for diff in base.diff(None):
-        for path in (diff.a_path, diff.b_path):
-            if path:
-                changed.add((top / path).resolve())
-    changed.update((top / p).resolve() for p in repo.untracked_files)
-    return changed
+    specs: list[str] = []
+    if under is not None:
+        try:
+            specs = [under.resolve().relative_to(top.resolve()).as_posix()]
+        except ValueError:
+            return set()  # a folder outside the repository has no history to compare
+    # The base against the index, then the index against the working tree: git 2.39
+    # compares a commit with the working tree under a pathspec in time that grows with
+    # the square of a folder's entries (a thousand manifests in datasets/: 8 s, where
+    # each of these takes 0.03 s).
+    listed = [
+        repo.git.diff("--cached", base.hexsha, "--name-only", "--no-renames", "-z", "--", *specs),
+        repo.git.diff("--name-only", "--no-renames", "-z", "--", *specs),
+        repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *specs),
+    ]
+    return {(top / path).resolve() for names in listed for path in names.split("\0") if path}
 
 
 def export_folder(repo_root: Path, ref: str, folder: Path, target: Path) -> bool:

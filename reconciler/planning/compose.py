@@ -194,7 +194,7 @@ def make_plan(
     desired = load_desired(scan.paths, ids, refused=len(scan.refused))
     changed = None
     if request.base_ref is not None:
-        paths = gitops.changed_paths(config.root, request.base_ref)
+        paths = gitops.changed_paths(config.root, request.base_ref, config.datasets_dir)
         changed = frozenset(
             ds.name for ds in desired.datasets.values() if Path(ds.loaded.file).resolve() in paths
         ) | _removed_manifests(config, request.base_ref, paths)
