@@ -153,18 +153,19 @@ def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_i
     plan = make_plan(repo.config, PlanRequest(base_ref="main"))
     where = Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 38)
     rule = "a FilesGlob source reads each file once, in name order, so"
-    advice = "be ingested; put the rows in a new file whose name sorts after b.csv"
+    advice = "a new file whose name sorts after b.csv"
     assert plan.problems == (
         Problem(
             f"sources/a0.csv, added by this pull request, sorts before b.csv, the last file"
-            f" {NAME} ingested: {rule} it will never {advice}",
+            f" {NAME} ingested: {rule} it will never be ingested; put the rows in {advice}",
             dataset=NAME,
             location=where,
             field="content.metadata[0].fetch.path",
         ),
         Problem(
             f"sources/b.csv, modified by this pull request, was ingested by {NAME} already:"
-            f" {rule} the change will never {advice}",
+            f" {rule} the change will never be ingested; restore the file (git restore"
+            f" --source main -- sources/b.csv) and put the changed rows in {advice}",
             dataset=NAME,
             location=where,
             field="content.metadata[0].fetch.path",
@@ -176,6 +177,12 @@ def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_i
     # ...and once committed too: a local commit would otherwise apply as "up to date".
     found = make_plan(repo.config, PlanRequest()).problems
     assert [p.message.split(": a FilesGlob")[0] for p in found] == local
+    # The command the error gives puts the file back as it was read.
+    command = found[1].message.split("(git restore")[1].split(")")[0]
+    assert command == f" --source {git.Repo(repo.root).commit(ran).hexsha[:12]} -- sources/b.csv"
+    git.Repo(repo.root).git.restore(*command.split())
+    assert (repo.root / "sources" / "b.csv").read_text() == "a,b\n2,y\n"
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,corrected\n")
     # What the error says is what apply does, were it not refused: outside git, where
     # nothing can be judged, only c.csv is read.
     shutil.rmtree(repo.root / ".git")

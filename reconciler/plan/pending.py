@@ -50,6 +50,9 @@ class TouchedSources(NamedTuple):
 
     files: tuple[TouchedFile, ...]
     last_read: str
+    since: str
+    """The commit or ref the changes are counted from, which still has each modified
+    file as it was read: ``git restore --source <since>`` undoes the edit."""
 
 
 def pending_data(
@@ -116,16 +119,19 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
         # the pull request changed the chain too, which the chain policy judges.
         if name > after or (name == after and file.status == "added"):
             continue
+        new_file = f"a new file whose name sorts after {after}"
         if file.status == "modified":
             what = f"modified {file.by}, was ingested by {ds.name} already"
+            fix = "the change will never be ingested; restore the file (git restore --source"
+            fix += f" {touched.since} -- {file.path}) and put the changed rows in {new_file}"
         else:
             what = f"added {file.by}, sorts before {after}"
             what += f", the last file {ds.name} ingested"
+            fix = f"it will never be ingested; put the rows in {new_file}"
         problems.append(
             Problem(
                 f"{file.path}, {what}: a FilesGlob source reads each file once, in name"
-                f" order, so {'the change' if file.status == 'modified' else 'it'} will never"
-                f" be ingested; put the rows in a new file whose name sorts after {after}",
+                f" order, so {fix}",
                 dataset=ds.name,
                 location=location,
                 field=f"content.metadata[{index}].fetch.path",

@@ -76,7 +76,7 @@ def touched_sources(
                 if path in statuses
             )
             if files:
-                touched[name] = TouchedSources(files, last)
+                touched[name] = TouchedSources(files, last, ref if base_ref else ref[:12])
     return touched
 
 
