@@ -39,9 +39,6 @@ class TouchedFile(NamedTuple):
     path: str
     """As the repository shows it: ``sources/orders/orders-2026-01-05.csv``."""
     status: Literal["added", "modified"]
-    by: str
-    """What changed it and since when: ``by this pull request``, or ``since commit
-    1a2b3c4 (the last to advance its chain)``."""
 
 
 class TouchedSources(NamedTuple):
@@ -53,6 +50,9 @@ class TouchedSources(NamedTuple):
     since: str
     """The commit or ref the changes are counted from, which still has each modified
     file as it was read: ``git restore --source <since>`` undoes the edit."""
+    by: str
+    """What changed the files and since when: ``by this pull request``, or ``since
+    commit 1a2b3c4 (the last to advance its chain)``."""
 
 
 def pending_data(
@@ -121,11 +121,11 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
             continue
         new_file = f"a new file whose name sorts after {after}"
         if file.status == "modified":
-            what = f"modified {file.by}, was ingested by {ds.name} already"
+            what = f"modified {touched.by}, was ingested by {ds.name} already"
             fix = "the change will never be ingested; restore the file (git restore --source"
             fix += f" {touched.since} -- {file.path}) and put the changed rows in {new_file}"
         else:
-            what = f"added {file.by}, sorts before {after}"
+            what = f"added {touched.by}, sorts before {after}"
             what += f", the last file {ds.name} ingested"
             fix = f"it will never be ingested; put the rows in {new_file}"
         problems.append(

@@ -21,6 +21,7 @@ the chain's last file is known:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import RepoConfig, shown_path
@@ -53,13 +54,16 @@ def touched_sources(
     }
     if not chained:
         return {}
+    chains = _Chains.of(config, actual)
     if base_ref is not None:
-        points = _base_points(config, base_ref, chained, actual)
+        points = chains.base_points(base_ref, list(chained))
+    elif chains.odf is not None:
+        points = chains.committed_points(list(chained))
     else:
-        points = _committed_points(config, list(chained), actual)
+        return {}  # outside git, or chains outside the checkout: no history to compare
     touched: dict[str, TouchedSources] = {}
-    for ref in sorted({ref for ref, _, _ in points.values()}):
-        names = [name for name, point in points.items() if point[0] == ref]
+    for ref in sorted({point.since for point in points.values()}):
+        names = [name for name, point in points.items() if point.since == ref]
         folders = sorted({path.parent for name in names for path in chained[name]})
         try:
             changes = gitops.changed_files(config.root, ref, config.root, folders)
@@ -69,78 +73,103 @@ def touched_sources(
             continue
         statuses = {config.root / path: status for status, path in changes if status != "deleted"}
         for name in names:
-            _, last, by = points[name]
             files = tuple(
-                TouchedFile(shown_path(path, config.root), statuses[path], by)
+                TouchedFile(shown_path(path, config.root), statuses[path])
                 for path in chained[name]
                 if path in statuses
             )
             if files:
-                touched[name] = TouchedSources(files, last, ref if base_ref else ref[:12])
+                touched[name] = points[name]._replace(files=files)
     return touched
 
 
-Point = tuple[str, str, str]
-"""The commit (or ref) changes are counted from, the last file the chain had read by
-then, and how a problem says what changed the files."""
+@dataclass(frozen=True)
+class _Chains:
+    """The working tree's chains, and where git keeps them: ``odf`` is their folder
+    relative to the top of the checkout (None outside git, or for chains outside it)."""
 
+    root: Path
+    odf: str | None
+    actual: Mapping[str, ChainState]
 
-def _base_points(
-    config: RepoConfig,
-    base_ref: str,
-    chained: Mapping[str, list[Path]],
-    actual: Mapping[str, ChainState],
-) -> dict[str, Point]:
-    """A pull request's files are judged against the later of two last files: its own
-    chain's (the base's when it branched) and the chain's on the base's tip, which a run
-    may have moved past a file the pull request adds since it branched."""
-    on_tip = _last_files(config, base_ref, _heads_at(config, base_ref, list(chained)), actual)
-    points: dict[str, Point] = {}
-    for name in chained:
-        own = last_file(actual[name])
-        assert own is not None  # chained holds only chains that have ingested a file
-        points[name] = (base_ref, max(own, on_tip.get(name, own)), "by this pull request")
-    return points
+    @classmethod
+    def of(cls, config: RepoConfig, actual: Mapping[str, ChainState]) -> _Chains:
+        try:
+            top = gitops.top_of(config.root)
+            odf: str | None = config.odf_dir.resolve().relative_to(top).as_posix()
+        except (gitops.GitError, ValueError):
+            odf = None
+        return cls(config.root, odf, actual)
 
+    def base_points(self, base_ref: str, names: list[str]) -> dict[str, TouchedSources]:
+        """A pull request's files are judged against the later of two last files: its
+        own chain's (the base's when it branched) and the chain's on the base's tip,
+        which a run may have moved past a file the pull request adds since it branched."""
+        on_tip = self._last_files(base_ref, self._heads_at(base_ref, names))
+        points = {}
+        for name in names:
+            own = last_file(self.actual[name])
+            assert own is not None  # touched_sources keeps only chains that read a file
+            last = max(own, on_tip.get(name, own))
+            points[name] = TouchedSources((), last, base_ref, "by this pull request")
+        return points
 
-def _committed_points(
-    config: RepoConfig, names: list[str], actual: Mapping[str, ChainState]
-) -> dict[str, Point]:
-    """Per dataset whose head ``HEAD`` holds: the last commit that moved it, and the last
-    file that head had read."""
-    odf = _odf_folder(config)
-    if odf is None:
-        return {}
-    paths = {f"{odf}/{name}/refs/head": name for name in names}
-    moved = gitops.last_changes(config.root, list(paths))
-    heads = {paths[path]: _parsed(content) for path, (_, content) in moved.items()}
-    lasts = _last_files(config, "HEAD", {n: h for n, h in heads.items() if h is not None}, actual)
-    by = "since commit {} (the last to advance its chain)"
-    return {
-        paths[path]: (commit, lasts[paths[path]], by.format(commit[:7]))
-        for path, (commit, _) in moved.items()
-        if paths[path] in lasts
-    }
+    def committed_points(self, names: list[str]) -> dict[str, TouchedSources]:
+        """Per dataset whose head ``HEAD`` holds: the last commit that moved it, and the
+        last file that head had read."""
+        paths = {f"{self.odf}/{name}/refs/head": name for name in names}
+        moved = gitops.last_changes(self.root, list(paths))
+        heads = {paths[path]: _parsed(content) for path, (_, content) in moved.items()}
+        lasts = self._last_files("HEAD", {n: h for n, h in heads.items() if h is not None})
+        points = {}
+        for path, (commit, _) in moved.items():
+            name = paths[path]
+            if name in lasts:
+                by = f"since commit {commit[:7]} (the last to advance its chain)"
+                points[name] = TouchedSources((), lasts[name], commit[:12], by)
+        return points
 
+    def _heads_at(self, ref: str, names: list[str]) -> dict[str, str]:
+        """The heads ``ref`` gives these datasets' chains (those it has)."""
+        if self.odf is None:
+            return {}
+        paths = {f"{self.odf}/{name}/refs/head": name for name in names}
+        found = gitops.files_at(self.root, ref, list(paths))
+        heads = {paths[path]: _parsed(content) for path, content in found.items()}
+        return {name: head for name, head in heads.items() if head is not None}
 
-def _odf_folder(config: RepoConfig) -> str | None:
-    """The chains' folder relative to the top of the checkout; None outside git, or for
-    chains outside the checkout: no history to compare."""
-    try:
-        return config.odf_dir.resolve().relative_to(gitops.top_of(config.root)).as_posix()
-    except (gitops.GitError, ValueError):
-        return None
-
-
-def _heads_at(config: RepoConfig, ref: str, names: list[str]) -> dict[str, str]:
-    """The heads ``ref`` gives these datasets' chains (those it has)."""
-    odf = _odf_folder(config)
-    if odf is None:
-        return {}
-    paths = {f"{odf}/{name}/refs/head": name for name in names}
-    found = gitops.files_at(config.root, ref, list(paths))
-    heads = {paths[path]: _parsed(content) for path, content in found.items()}
-    return {name: head for name, head in heads.items() if head is not None}
+    def _last_files(self, ref: str, heads: Mapping[str, str]) -> dict[str, str]:
+        """Per dataset, the last file a ``FilesGlob`` had read as of its head in ``ref``.
+        A head that is the working tree's chain's own is answered by its projection (a
+        chain no run moved since: most of them); any other by the source state of the
+        newest ``AddData`` at or before it, read from git (a run may have moved the
+        working tree's chain on, or a base's tip may hold blocks this checkout lacks),
+        one round of block reads for all datasets at a time."""
+        found: dict[str, str] = {}
+        pending: dict[str, str] = {}
+        for name, head in heads.items():
+            if head != str(self.actual[name].head):
+                pending[name] = head
+            elif (last := last_file(self.actual[name])) is not None:
+                found[name] = last
+        for _ in range(_WALK_ROUNDS):
+            if self.odf is None or not pending:
+                break
+            paths = {name: f"{self.odf}/{name}/blocks/{head}" for name, head in pending.items()}
+            blocks = gitops.files_at(self.root, ref, list(paths.values()))
+            pending = {}
+            for name, path in paths.items():
+                try:
+                    block = decode_block(blocks[path])
+                except (KeyError, BlockDecodeError):
+                    continue  # a block git lacks or cannot be read: not judged here
+                if isinstance(block.event, models.AddData):
+                    last = last_file_of(block.event.new_source_state)
+                    if last is not None:
+                        found[name] = last
+                elif block.prev_block_hash is not None:
+                    pending[name] = str(block.prev_block_hash)
+        return found
 
 
 def _parsed(head: bytes) -> str | None:
@@ -148,42 +177,3 @@ def _parsed(head: bytes) -> str | None:
         return str(Multihash.parse(head.decode("ascii").strip()))
     except (ValueError, UnicodeDecodeError):
         return None  # a head that cannot be read: the chain's own problem, not judged here
-
-
-def _last_files(
-    config: RepoConfig, ref: str, heads: Mapping[str, str], actual: Mapping[str, ChainState]
-) -> dict[str, str]:
-    """``_last_files_at``, but a head that is the working tree's chain's own is answered
-    by its projection: a chain no run moved since (most of them) costs no block read."""
-    same = {name for name, head in heads.items() if head == str(actual[name].head)}
-    found = {name: last for name in same if (last := last_file(actual[name])) is not None}
-    others = {name: head for name, head in heads.items() if name not in same}
-    return found | _last_files_at(config, ref, others)
-
-
-def _last_files_at(config: RepoConfig, ref: str, heads: Mapping[str, str]) -> dict[str, str]:
-    """Per dataset, the last file a ``FilesGlob`` had read as of its head in ``ref``: the
-    source state of the newest ``AddData`` at or before it, read from git (a run may
-    have moved the working tree's chain on, or a base's tip may hold blocks this
-    checkout lacks), one round of block reads for all datasets at a time."""
-    odf = _odf_folder(config)
-    pending = dict(heads)
-    found: dict[str, str] = {}
-    for _ in range(_WALK_ROUNDS):
-        if odf is None or not pending:
-            break
-        paths = {name: f"{odf}/{name}/blocks/{head}" for name, head in pending.items()}
-        blocks = gitops.files_at(config.root, ref, list(paths.values()))
-        pending = {}
-        for name, path in paths.items():
-            try:
-                block = decode_block(blocks[path])
-            except (KeyError, BlockDecodeError):
-                continue  # a block git lacks or cannot be read: not judged here
-            if isinstance(block.event, models.AddData):
-                last = last_file_of(block.event.new_source_state)
-                if last is not None:
-                    found[name] = last
-            elif block.prev_block_hash is not None:
-                pending[name] = str(block.prev_block_hash)
-    return found
