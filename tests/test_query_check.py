@@ -353,6 +353,7 @@ def test_settings_default_without_pyproject(tmp_path: Path) -> None:
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
         "spark.ui.enabled": "false",
         "spark.sql.runSQLOnFiles": "false",
+        "spark.sql.variable.substitute": "false",
         "spark.sql.warehouse.dir": f"{tempfile.gettempdir()}/odf-reconciler-{os.getuid()}/spark-warehouse",
     }
 

@@ -50,6 +50,10 @@ FIXED_CONF: Mapping[str, str] = {
     # Queries reach only their declared inputs (DESIGN, Engine): no `parquet.`/path``
     # tables, which would also make query analysis read files from the runner.
     "spark.sql.runSQLOnFiles": "false",
+    # Spark rewrites `${env:NAME}`, `${system:prop}` and `${spark.key}` in SQL text before
+    # parsing it, so a query could read the runner's environment (its secrets) into a
+    # slice, a plan error or a log line: queries are taken as written.
+    "spark.sql.variable.substitute": "false",
     # Spark makes its catalog's default database folder on the first lookup of a table
     # it does not know (a misspelt dataset name), in the working directory: the user's
     # repository. No table is ever created (the sandbox allows queries only), so the
