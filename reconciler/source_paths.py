@@ -57,7 +57,10 @@ class SourceRoots:
         )
 
     def confine(self, path: Path) -> Path:
-        """The real path of ``path`` if it lies under a root, else ``OutsideError``.
+        """The real path of ``path`` if it lies under a root, and not in a ``.git`` folder
+        there, else ``OutsideError``. A ``.git`` folder is the repository's own machinery:
+        ``actions/checkout`` leaves the push token in ``.git/config``, and other branches'
+        objects lie beside it.
 
         A path that does not exist yet is judged by where it would be; a symlink loop or a
         path that cannot be examined is refused, since nobody can tell where it leads.
@@ -70,9 +73,15 @@ class SourceRoots:
                 raise OutsideError("leads into a symlink loop") from None
             if e.errno not in _MISSING:
                 raise OutsideError(f"cannot be examined ({e.strerror})") from None
-        if not any(real == root or root in real.parents for root in self.roots):
+        root = next((r for r in self.roots if real == r or r in real.parents), None)
+        if root is None:
             where = "the repository and its source_roots" if self.allowed else "the repository"
             raise OutsideError(f"resolves outside {where}")
+        if any(part.lower() == ".git" for part in real.relative_to(root).parts):
+            raise OutsideError(
+                "resolves into a .git folder, which holds git's objects and settings "
+                "(a CI checkout's credentials among them), not files of the repository"
+            )
         return real
 
     @property

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import git
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from reconciler.apply.outcome import Status
@@ -344,6 +345,52 @@ def test_fetch_refuses_a_file_url_symlinked_outside(tmp_path: Path) -> None:
         fetch_in(root, step)
     assert str(e.value) == (
         "Url 'file:sources/a.csv' resolves outside the repository; it is not read"
+    )
+
+
+GIT_FOLDER = (
+    "resolves into a .git folder, which holds git's objects and settings "
+    "(a CI checkout's credentials among them), not files of the repository"
+)
+
+
+def test_git_s_own_folder_is_no_source(tmp_path: Path) -> None:
+    """``actions/checkout`` leaves the push token in ``.git/config``: a manifest reading
+    it, directly, through a ``file:`` URL, a link, or under an allowed folder that holds
+    a repository of its own, is refused by the plan and by the fetch, unread."""
+    root, outside = make_repo(tmp_path, '[tool.reconciler]\nsource_roots = ["../exports"]\n')
+    git_repo(root)
+    with git.Repo(root).config_writer() as cw:
+        cw.set_value('http "https://github.com/"', "extraheader", f"AUTHORIZATION: {SECRET}")
+    git_repo(outside)
+    (root / "sources" / "config.csv").symlink_to("../.git/config")
+    written = {
+        "a": ("{kind: FilesGlob, path: .git/config}", "FilesGlob path '.git/config'"),
+        "b": ("{kind: FilesGlob, path: .GIT/*}", "FilesGlob path '.GIT/*'"),
+        "c": ("{kind: Url, url: 'file:.git/config'}", "Url 'file:.git/config'"),
+        "d": (
+            "{kind: FilesGlob, path: sources/*.csv}",
+            "FilesGlob path 'sources/*.csv' matches sources/config.csv, which",
+        ),
+        "e": (
+            "{kind: FilesGlob, path: ../exports/.git/config}",
+            "FilesGlob path '../exports/.git/config'",
+        ),
+    }
+    for name, (fetch, _) in written.items():
+        (root / "datasets" / f"{name}.yaml").write_text(manifest(f"org.example.{name}", fetch))
+    assert [p.split(": ")[-1] for p in problems(root)] == [
+        f"{shown} {GIT_FOLDER}" for _, shown in written.values()
+    ]
+    for fetch, shown in written.values():
+        step = models.SetPollingSource.model_validate(
+            {"fetch": yaml.safe_load(fetch), "read": {"kind": "Csv"}, "merge": {"kind": "Append"}}
+        ).fetch
+        with pytest.raises(SourceOutsideError) as e:
+            fetch_in(root, step, source_roots=(outside,))
+        assert str(e.value) == f"{shown} {GIT_FOLDER}; it is not read"
+    assert not (root.parent / "work").exists() or SECRET not in "".join(
+        p.read_text(errors="replace") for p in (root.parent / "work").rglob("*") if p.is_file()
     )
 
 
