@@ -377,17 +377,17 @@ def test_git_s_own_folder_is_no_source(tmp_path: Path) -> None:
             "FilesGlob path '../exports/.git/config'",
         ),
     }
-    for name, (fetch, _) in written.items():
-        (root / "datasets" / f"{name}.yaml").write_text(manifest(f"org.example.{name}", fetch))
+    for name, (step, _) in written.items():
+        (root / "datasets" / f"{name}.yaml").write_text(manifest(f"org.example.{name}", step))
     assert [p.split(": ")[-1] for p in problems(root)] == [
         f"{shown} {GIT_FOLDER}" for _, shown in written.values()
     ]
-    for fetch, shown in written.values():
-        step = models.SetPollingSource.model_validate(
-            {"fetch": yaml.safe_load(fetch), "read": {"kind": "Csv"}, "merge": {"kind": "Append"}}
-        ).fetch
+    for step, shown in written.values():
+        source = models.SetPollingSource.model_validate(
+            {"fetch": yaml.safe_load(step), "read": {"kind": "Csv"}, "merge": {"kind": "Append"}}
+        )
         with pytest.raises(SourceOutsideError) as e:
-            fetch_in(root, step, source_roots=(outside,))
+            fetch_in(root, source.fetch, source_roots=(outside,))
         assert str(e.value) == f"{shown} {GIT_FOLDER}; it is not read"
     assert not (root.parent / "work").exists() or SECRET not in "".join(
         p.read_text(errors="replace") for p in (root.parent / "work").rglob("*") if p.is_file()

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.message import Message
@@ -29,6 +30,7 @@ from reconciler.ingest.fetch import (
     fetch,
 )
 from reconciler.ingest.templates import TemplateError, resolve_env
+from reconciler.masking import Mask
 from reconciler.odf import Timestamp, models
 
 SYSTEM_TIME = Timestamp.parse("2024-05-06T07:08:09.123Z")
@@ -420,6 +422,66 @@ def test_authorization_is_dropped_on_a_redirect_to_another_origin(
     assert isinstance(away, Fetched) and isinstance(here, Fetched)
     assert away.path.read_bytes() == b"(none)"
     assert here.path.read_bytes() == b"Bearer s3cr3t"
+
+
+def test_a_redirect_is_followed_to_http_and_https_only(server: Server, tmp_path: Path) -> None:
+    """urllib would follow a redirect to ftp: and send a login there; kamu's client
+    follows http and https only, and so does a Url source."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        ftp = f"ftp://127.0.0.1:{listener.getsockname()[1]}/x"
+        server.routes["/to-ftp"] = lambda path, headers: Reply(302, headers=(("Location", ftp),))
+        with pytest.raises(SourceUnreachableError) as e:
+            fetch_url(url_step(server.url("/to-ftp")), tmp_path)
+        listener.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    assert str(e.value) == (
+        f"http://127.0.0.1:{server.port}/to-ftp: HTTP 302 redirect to a ftp: URL refused"
+    )
+
+
+def test_a_secret_is_masked_percent_encoded_and_escaped_too(server: Server, tmp_path: Path) -> None:
+    """A server's error page quotes the request as it received it, percent-encoded."""
+    server.routes["/quoted"] = lambda path, headers: Reply(
+        500, f"failed for {urllib.parse.quote(path, safe='')}".encode()
+    )
+    step = url_step(server.url("/quoted") + "?key=${{ env.KEY }}")
+    with pytest.raises(SourceUnreachableError) as e:
+        fetch_url(step, tmp_path, env={"KEY": "s3cr3t/val+ue=x"})
+    assert server.requests[-1][0] == "/quoted?key=s3cr3t/val+ue=x"
+    assert str(e.value) == (
+        f"http://127.0.0.1:{server.port}/quoted: HTTP 500 Internal Server Error: "
+        "failed for %2Fquoted%3Fkey%3D***"
+    )
+
+
+def test_a_header_value_with_a_line_break_is_refused_unsent_and_unquoted(
+    server: Server, tmp_path: Path
+) -> None:
+    """http.client would refuse it quoting the value (escaped, so past plain masking)."""
+    step = url_step(
+        server.url("/secure"),
+        headers=[{"name": "Authorization", "value": "Bearer ${{ env.TOKEN }}"}],
+    )
+    with pytest.raises(FetchError) as e:
+        fetch_url(step, tmp_path, env={"TOKEN": "NLSECRET42\n"})
+    assert str(e.value) == (
+        f"http://127.0.0.1:{server.port}/secure: the value of header 'Authorization' holds a "
+        "line break or a NUL character, which HTTP does not allow"
+    )
+    assert server.requests == []
+
+
+def test_mask_covers_the_spellings_messages_carry() -> None:
+    mask = Mask(["s3cr3t/val+ue=x", "NL42\n", "caf\u00e9-key"])
+    assert mask("a %2Fs3cr3t%2Fval%2Bue%3Dx b") == "a %2F*** b"
+    assert mask("q=s3cr3t%2Fval%2Bue%3Dx&r=s3cr3t/val%2Bue%3Dx") == "q=***&r=***"
+    assert mask("form s3cr3t%2Fval%2Bue%3Dx") == "form ***"
+    assert mask("b'Bearer NL42\\n' and NL42 alone") == "b'Bearer ***' and *** alone"
+    assert mask("caf\\xc3\\xa9-key caf%C3%A9-key caf\\u00e9-key café-key") == "*** *** *** ***"
+    assert Mask(["", "  "])("a  b") == "a  b"
 
 
 def test_resolve_env_replaces_every_template_with_optional_whitespace() -> None:

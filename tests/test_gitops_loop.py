@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import git
@@ -24,9 +27,9 @@ from reconciler.gitloop.message import (
     DatasetRun,
     Trailers,
     commit_message,
-    referenced_secrets,
     subject,
 )
+from reconciler.masking import referenced_secrets
 
 A = "org.example.a"
 B = "org.example.b"
@@ -336,19 +339,22 @@ TRAILER_LINES = "Reconcile-Run-Id: run-1\nReconcile-Plan-Hash: ab12\nReconcile-V
 """The trailers of ``Trailers("run-1", "ab12", "0.1.0")``, as every message ends."""
 
 
-def test_a_commit_message_names_causes_with_the_manifests_secrets_masked() -> None:
+def test_secrets_are_those_the_manifests_templates_name() -> None:
     secrets = referenced_secrets(
         ['url: "https://api.example.org/v1?key=${{ env.API_KEY }}&n=${{ env.N || 10 }}"'],
         {"API_KEY": "s3cr3t-k3y", "N": "", "HOME": "/root"},
     )
     assert secrets == {"s3cr3t-k3y"}
+
+
+def test_a_commit_message_names_each_cause_in_one_line() -> None:
     runs = [
         DatasetRun(Outcome(A, Status.UPDATED, 0, 1, 12), (40, 51), "f1620aa"),
-        DatasetRun(Outcome(B, Status.FAILED, message="fetch: 401 for key s3cr3t-k3y\ntrace")),
+        DatasetRun(Outcome(B, Status.FAILED, message="fetch: 401 for key ***\ntrace")),
         DatasetRun(Outcome("org.example.c", Status.SKIPPED, message=f"input {B} failed")),
         DatasetRun(Outcome("org.example.d", Status.UP_TO_DATE)),
     ]
-    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), secrets) == (
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0")) == (
         "reconcile: 1 dataset advanced (12 records), 1 failed, 1 skipped\n"
         "\n"
         "Advanced:\n"
@@ -373,7 +379,7 @@ def test_a_commit_message_says_which_datasets_were_created_or_recreated() -> Non
         DatasetRun(Outcome(B, Status.RECREATED, 6, 2, 8), (0, 7), "f1620bb"),
         DatasetRun(Outcome("org.example.c", Status.UPDATED, 0, 1, 1), (9, 9), "f1620cc"),
     ]
-    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), set()) == (
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0")) == (
         "reconcile: 3 datasets advanced (12 records)\n"
         "\n"
         "Advanced:\n"
@@ -387,7 +393,7 @@ def test_a_commit_message_says_which_datasets_were_created_or_recreated() -> Non
 
 def test_a_commit_message_of_a_deletion_alone_says_so_in_its_subject() -> None:
     runs = [DatasetRun(Outcome(A, Status.DELETED)), DatasetRun(Outcome(B, Status.UP_TO_DATE))]
-    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), set()) == (
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0")) == (
         f"reconcile: 1 deleted\n\nAdvanced:\n- {A}: deleted\n\nUp to date: {B}\n\n{TRAILER_LINES}"
     )
     failed = [DatasetRun(Outcome(A, Status.FAILED, message="x"))]
@@ -399,7 +405,7 @@ def test_a_commit_message_says_which_files_moved_into_the_data_store() -> None:
         DatasetRun(Outcome(A, Status.UPDATED, 0, 1, 12, moved=1), (40, 51), "f1620aa"),
         DatasetRun(Outcome(B, Status.UP_TO_DATE, moved=3)),
     ]
-    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0"), set()) == (
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0")) == (
         "reconcile: 1 dataset advanced (12 records), 4 files moved into the data store\n"
         "\n"
         "Advanced:\n"
@@ -413,3 +419,55 @@ def test_a_commit_message_says_which_files_moved_into_the_data_store() -> None:
         "\n"
         f"{TRAILER_LINES}"
     )
+
+
+def test_a_cause_quoting_a_resolved_secret_is_masked_in_output_json_and_commit(
+    tmp_path: Path,
+) -> None:
+    """The fetch masks what it words; a reader's error names the file it read, whose path
+    here holds a templated value: it is masked wherever the run reports it."""
+    secret = "drop-s3cr3t-7f3a"
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    (repo.root / "sources" / secret).mkdir(parents=True)
+    (repo.root / "sources" / secret / "a.csv").write_text("a,b\n1,x\ntwo,y\n")
+    url = 'fetch: {kind: Url, url: "file:sources/${{ env.DROP }}/a.csv"}'
+    repo.write(
+        A,
+        manifest(
+            A, "Root", root_events().replace('fetch: {kind: FilesGlob, path: "sources/*.csv"}', url)
+        ),
+    )
+    (repo.root / "sources" / "b").mkdir()
+    (repo.root / "sources" / "b" / "b.csv").write_text(CSV_B)
+    repo.write(B, manifest(B, "Root", root_events().replace("sources/*.csv", "sources/b/*.csv")))
+    repo.commit("a url root, and one that advances so that the run commits")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "-C",
+            str(repo.root),
+            "apply",
+            "--commit",
+            "--format",
+            "json",
+            "--system-time",
+            WHEN,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env={**os.environ, "DROP": secret},
+    )
+    assert done.returncode == 1, done.stderr
+    cause = {d["name"]: d["error"] for d in json.loads(done.stdout)["datasets"]}[A]
+    assert cause == (
+        f"read failed: ReadError: {repo.root}/sources/***/a.csv: line 3: malformed record: "
+        "two,y: column a (BIGINT): 'two' is not a valid BIGINT"
+    )
+    log = git.Repo(repo.root).git.log("-1", "--format=%B")
+    assert f"- {A}: {cause}\n" in log
+    for text in (done.stdout, done.stderr, log):
+        assert secret not in text

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import typer
 
@@ -170,12 +170,14 @@ def _execute(
     shown = view or lines
     finished: list[Finished] = []
     began: dict[str, float] = {}
+    mask = session.secret_mask()
 
     def start(name: str) -> None:
         began[name] = time.monotonic()
         shown.start(name)
 
     def report(outcome: Outcome) -> None:
+        outcome = replace(outcome, message=mask(outcome.message))
         started = began.get(outcome.dataset)  # a skipped dataset never starts
         seconds = 0.0 if started is None else time.monotonic() - started
         done = Finished(outcome, seconds, _offsets(session, outcome))

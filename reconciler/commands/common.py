@@ -35,6 +35,7 @@ from typer.core import TyperGroup
 
 from ..config import RepoConfig
 from ..engine.errors import describe
+from ..masking import Mask, referenced_secrets
 from ..plan.selection import Graph, SelectionError, parse_selectors, select
 from ..wording import close_names
 from . import interrupt
@@ -100,6 +101,17 @@ class Session:
             store.check()
         except StoreError as e:
             raise fail(f"error: {e}") from None
+
+    def secret_mask(self) -> Mask:
+        """Masks the values of the environment variables the manifests' templates name.
+        A dataset's cause passes through it before it is shown, written as JSON or
+        committed: a fetch masks what it words itself, but a reader's or the engine's
+        error can quote a resolved value too (a file path, a record a server echoed)."""
+        manifests = [
+            path.read_text(encoding="utf-8", errors="replace")
+            for path in self.config.manifest_paths()
+        ]
+        return Mask(referenced_secrets(manifests, os.environ))
 
     def say(self, text: str, err: bool = False) -> None:
         """A line that ``-q`` leaves out (errors and final lines use ``typer.echo``)."""

@@ -10,7 +10,6 @@ and jitter; each retry is said on stderr.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 import uuid
@@ -103,10 +102,8 @@ def _commit(
         )
         for done in attempt.finished
     ]
-    manifests = [p.read_text(encoding="utf-8") for p in session.config.manifest_paths()]
-    secrets = message.referenced_secrets(manifests, os.environ)
     trailers = message.Trailers(run_id, attempt.plan_hash, reconciler_version())
-    sha = tree.commit(message.commit_message(runs, trailers, secrets))
+    sha = tree.commit(message.commit_message(runs, trailers))
     if sha is None:
         session.say("nothing to commit", err=as_json)
     else:

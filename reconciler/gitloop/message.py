@@ -27,14 +27,12 @@ where an error message would have carried it.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..apply.outcome import WROTE, Outcome, Status
 from ..wording import count
 
-_ENV_NAME = re.compile(r"\$\{\{[^}]*?\benv\.([A-Za-z0-9_-]+)")
 _ADVANCED = WROTE | {Status.DELETED}
 _ALSO_COUNTED = (Status.DELETED, Status.FAILED, Status.SKIPPED)  # after "N advanced"
 
@@ -68,13 +66,7 @@ class Trailers:
         ]
 
 
-def referenced_secrets(manifests: Iterable[str], env: Mapping[str, str]) -> set[str]:
-    """The values of the environment variables the manifests' templates name."""
-    names = {name for text in manifests for name in _ENV_NAME.findall(text)}
-    return {env[name] for name in names if env.get(name)}
-
-
-def commit_message(runs: Sequence[DatasetRun], trailers: Trailers, secrets: set[str]) -> str:
+def commit_message(runs: Sequence[DatasetRun], trailers: Trailers) -> str:
     """The whole message: subject, the datasets by outcome, then the trailers."""
     paragraphs = [subject(runs)]
     advanced = [_advanced(r) for r in runs if r.advanced]
@@ -82,7 +74,7 @@ def commit_message(runs: Sequence[DatasetRun], trailers: Trailers, secrets: set[
         paragraphs.append("\n".join(["Advanced:", *advanced]))
     for status, title in ((Status.FAILED, "Failed:"), (Status.SKIPPED, "Skipped:")):
         causes = [
-            f"- {r.outcome.dataset}: {_masked(r.outcome.message, secrets)}"
+            f"- {r.outcome.dataset}: {_first_line(r.outcome.message)}"
             for r in runs
             if r.outcome.status is status
         ]
@@ -133,8 +125,5 @@ def _advanced(run: DatasetRun) -> str:
     return f"- {outcome.dataset}: {', '.join(parts)}"
 
 
-def _masked(message: str, secrets: set[str]) -> str:
-    line = message.strip().splitlines()[0] if message.strip() else "no cause given"
-    for secret in sorted(secrets, key=len, reverse=True):
-        line = line.replace(secret, "***")
-    return line
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else "no cause given"

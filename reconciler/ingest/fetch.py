@@ -45,8 +45,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+from ..masking import Mask
 from ..odf import models
 from ..odf.timestamps import Timestamp
 from ..source_paths import FileUrlError, OutsideError, SourceRoots, file_url_path, glob_matches
@@ -81,6 +82,7 @@ _BODY_SNIPPET_CHARS = 300
 _STDERR_TAIL_LINES = 20
 _STDERR_TAIL_CHARS = 4000
 _SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+_BREAKS = re.compile(r"[\r\n\0]")
 
 
 # --- Results and errors ----------------------------------------------------------------
@@ -247,13 +249,11 @@ def _display_url(url: str, secrets: list[str]) -> str:
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
     shown = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    return _redact(shown, secrets)
+    return _masked(shown, secrets)
 
 
-def _redact(text: str, secrets: list[str]) -> str:
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+def _masked(text: str, secrets: list[str]) -> str:
+    return Mask(secrets)(text)
 
 
 class _RedirectHandler(urllib.request.HTTPRedirectHandler):
@@ -278,6 +278,13 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
         headers: http.client.HTTPMessage,
         newurl: str,
     ) -> urllib.request.Request | None:
+        scheme = urlsplit(urljoin(req.full_url, newurl)).scheme.lower()
+        if scheme not in ("http", "https"):
+            # urllib would follow ftp: too; a Url source is http, https or file (kamu's
+            # reqwest follows http and https only), and a redirect never reaches a file.
+            raise urllib.error.HTTPError(
+                req.full_url, code, f"redirect to a {scheme}: URL refused", headers, fp
+            )
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and _origin_of(new.full_url) != _origin_of(req.full_url):
             for name in list(new.headers):
@@ -308,6 +315,13 @@ def _fetch_http(
         if inserted or header.name.lower() in _SENSITIVE_HEADERS:
             sensitive.add(header.name.lower())
             secrets = [*secrets, *inserted, value]
+        if _BREAKS.search(value):
+            # http.client would refuse it quoting the value, escaped past any masking.
+            raise FetchError(
+                f"{_display_url(url, secrets)}: the value of header {header.name!r} holds a "
+                "line break or a NUL character, which HTTP does not allow",
+                origin=_display_url(url, secrets),
+            )
         headers.append((header.name, value))
 
     parts = urlsplit(url)
@@ -333,7 +347,7 @@ def _fetch_http(
 
     def unreachable(message: str, status: int | None = None) -> SourceUnreachableError:
         return SourceUnreachableError(
-            _redact(f"{origin}: {message}", secrets), origin=origin, status=status
+            _masked(f"{origin}: {message}", secrets), origin=origin, status=status
         )
 
     opener = urllib.request.build_opener(_RedirectHandler(frozenset(sensitive)))
@@ -457,7 +471,7 @@ def _fetch_file(
     system_time: Timestamp,
     secrets: list[str],
 ) -> Fetched | UpToDate:
-    origin = _redact(str(path), secrets)
+    origin = _masked(str(path), secrets)
     try:
         stat = path.stat()
     except FileNotFoundError:
@@ -673,7 +687,7 @@ def _fetch_container(
     image = resolve(step.image)
     command = [resolve(c) for c in step.command or []]
     args = [resolve(a) for a in step.args or []]
-    origin = _redact(f"container {image}", secrets)
+    origin = _masked(f"container {image}", secrets)
 
     variables: dict[str, str] = {}
     batch_size = DEFAULT_BATCH_SIZE
@@ -740,7 +754,7 @@ def _fetch_container(
                 ) from None
             if status != 0:
                 err.seek(0)
-                tail = _redact(_tail(err.read()), secrets)
+                tail = _masked(_tail(err.read()), secrets)
                 raise ContainerRuntimeError(
                     f"{origin} exited with code {status}" + (f":\n{tail}" if tail else ""),
                     origin=origin,

@@ -39,6 +39,7 @@ from openlineage.client.facets import FacetsConfig
 from openlineage.client.utils import deep_merge_dicts
 from openlineage.client.uuid import generate_new_uuid
 
+from ..masking import Mask
 from .openlineage_events import (
     ADAPTER_VERSION,
     INTEGRATION,
@@ -67,7 +68,7 @@ class Emitter:
     ) -> None:
         self._client = client
         self.repository = repository
-        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._redact = Mask(secrets)
         self._parent_run_id: str | None = None
         self._broken = False
 
@@ -259,11 +260,6 @@ class Emitter:
             stackTrace=self._redact(trace),
             producer=PRODUCER,
         )
-
-    def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
 
 
 def _processing_engine() -> processing_engine_run.ProcessingEngineRunFacet:

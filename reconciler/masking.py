@@ -1,0 +1,57 @@
+"""Secret values kept out of what the reconciler prints and records.
+
+A ``${{ env.NAME }}`` value resolved into a URL or a header reaches messages written by
+others (a server's error page echoing the request, ``http.client`` refusing a header,
+a JVM's exception), and they seldom quote it as it was given: a server percent-encodes
+it, Python's ``repr`` escapes a trailing newline. So a secret is masked in each of the
+spellings a message is known to carry it in, not only the one it was given in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from urllib.parse import quote, quote_plus
+
+__all__ = ["Mask", "referenced_secrets", "spellings"]
+
+MASK = "***"
+
+_ENV_NAME = re.compile(r"\$\{\{[^}]*?\benv\.([A-Za-z0-9_-]+)")
+
+
+def spellings(secret: str) -> set[str]:
+    """``secret`` as given, without the white space around it, percent-encoded (as a
+    path segment and as a form value), and escaped as Python's ``repr`` and JSON write
+    it (of a ``str`` and of its UTF-8 ``bytes``). White space alone is no secret."""
+    if not secret.strip():
+        return set()
+    forms = {secret, secret.strip()}
+    forms |= {quote(f, safe="") for f in list(forms)} | {quote(f) for f in list(forms)}
+    forms |= {quote_plus(f) for f in (secret, secret.strip())}
+    for form in (secret, secret.strip()):
+        forms.add(repr(form)[1:-1])
+        forms.add(repr(form.encode())[2:-1])
+        forms.add(json.dumps(form)[1:-1])
+    return {f for f in forms if f}
+
+
+class Mask:
+    """Replaces every spelling of the given secrets with ``***``, longest first, so a
+    secret that contains another is masked whole."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms = {form for secret in secrets if secret for form in spellings(secret)}
+        self.forms = sorted(forms, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for form in self.forms:
+            text = text.replace(form, MASK)
+        return text
+
+
+def referenced_secrets(manifests: Iterable[str], env: Mapping[str, str]) -> set[str]:
+    """The values of the environment variables the manifests' templates name."""
+    names = {name for text in manifests for name in _ENV_NAME.findall(text)}
+    return {env[name] for name in names if env.get(name)}
