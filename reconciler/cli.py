@@ -116,7 +116,9 @@ def reconcile(
     except ConfigError as e:
         raise fail(f"error: {e}") from None
     when = parse_time(system_time) if system_time else None
-    ctx.obj = session = Session(config, when, fetch_uncacheable, quiet, verbose)
+    ctx.obj = session = Session(
+        config, system_time=when, fetch_uncacheable=fetch_uncacheable, quiet=quiet, verbose=verbose
+    )
     session.override(None, False, lock_timeout)
     options = RunOptions(plan, output_format, out, detailed_exitcode, base, prune, select, yes)
     options = replace(options, commit=commit, push=push, push_retries=push_retries)

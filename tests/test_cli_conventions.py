@@ -146,6 +146,28 @@ def test_options_of_apply_before_another_command_are_a_usage_error(
     )
 
 
+def test_verbose_lets_an_unexpected_error_s_traceback_through(
+    applied: tuple[Path, Result], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``-v`` a defect is one line with a hint; with it, before or after the
+    command, the error itself (``-v`` once landed in the lock timeout instead)."""
+    from reconciler.gitloop import fingerprints
+
+    def defect(*args: object) -> None:
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(fingerprints, "take", defect)
+    result = cli(applied[0], "plan")
+    assert (result.exit_code, result.output) == (
+        1,
+        "error: RuntimeError: a defect (run with -v for details)\n",
+    )
+    for args in (["-v", "plan"], ["plan", "-v"], ["--verbose", "plan"]):
+        result = cli(applied[0], *args)
+        assert isinstance(result.exception, RuntimeError), args
+        assert str(result.exception) == "a defect"
+
+
 def test_a_folder_that_is_no_repository_is_an_error_saying_so(tmp_path: Path) -> None:
     for args in ([], ["plan"], ["verify"], ["lineage"]):
         result = cli(tmp_path, *args)

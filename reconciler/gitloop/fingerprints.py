@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..config import RepoConfig, shown_path
-from ..odf.repository import OdfRepository
+from ..odf.repository import OdfRepository, RepositoryError
 from ..plan.model import Fingerprints
 from . import gitops
 
@@ -40,9 +40,7 @@ def take(config: RepoConfig, base_ref: str | None) -> Fingerprints:
         for path in config.scan_manifests().paths
     )
     odf = OdfRepository(config.odf_dir)
-    heads = tuple(
-        (name, str(head)) for name in odf.names() if (head := odf.dataset(name).head()) is not None
-    )
+    heads = tuple((name, head) for name in odf.names() if (head := _head(odf, name)) is not None)
     return Fingerprints(
         reconciler_version=reconciler_version(),
         manifests=manifests,
@@ -50,6 +48,16 @@ def take(config: RepoConfig, base_ref: str | None) -> Fingerprints:
         heads=heads,
         base_commit=base_commit,
     )
+
+
+def _head(odf: OdfRepository, name: str) -> str | None:
+    """A chain's head as text; ``unreadable`` for one the plan reports it cannot read (a
+    merge conflict in ``refs/head``, a link), which then refuses the plan anyway."""
+    try:
+        head = odf.dataset(name).head()
+    except (RepositoryError, ValueError):
+        return "unreadable"
+    return None if head is None else str(head)
 
 
 def differences(saved: Fingerprints, current: Fingerprints) -> list[str]:

@@ -62,7 +62,10 @@ def changed_paths(repo_root: Path, base_ref: str, under: Path | None = None) -> 
         repo.git.diff("--name-only", "--no-renames", "-z", "--", *specs),
         repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *specs),
     ]
-    return {(top / path).resolve() for names in listed for path in names.split("\0") if path}
+    # The checkout's own path resolved, each file's not: a file the change made a link
+    # is itself the change (``verify --base`` reports it), not the file it leads to.
+    real = top.resolve()
+    return {real / path for names in listed for path in names.split("\0") if path}
 
 
 def export_folder(repo_root: Path, ref: str, folder: Path, target: Path) -> bool:

@@ -19,6 +19,7 @@ a pull request is as untrusted as a manifest.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -99,7 +100,7 @@ def changes_since(repo: OdfRepository, repo_root: Path, base_ref: str) -> dict[s
         name, *rest = path.relative_to(root).parts
         if rest:
             changed, deleted = files.setdefault(name, (set(), set()))
-            (changed if path.exists() else deleted).add("/".join(rest))
+            (changed if os.path.lexists(path) else deleted).add("/".join(rest))
     changes: dict[str, Change] = {}
     for name, (changed, deleted) in files.items():
         text = file_at(repo_root, base_ref, repo.root / name / "refs" / "head")

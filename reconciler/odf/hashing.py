@@ -64,8 +64,9 @@ def read_whole(path: str | Path) -> bytes:
     """A small file's bytes (a block): one 16 KiB read covers nearly every block, and a
     read of a regular file returns less than asked only at its end, so no ``fstat`` is
     needed (one system call of four, paid per block); a larger file is read on in 1 MiB
-    pieces (see ``digest_fd`` on the cost of asking more than a file holds)."""
-    fd = os.open(path, os.O_RDONLY)
+    pieces (see ``digest_fd`` on the cost of asking more than a file holds). A link is
+    not followed (``ELOOP``): this reads a chain's own files, which are never links."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         data = os.read(fd, _SMALL)
         if len(data) == _SMALL:
@@ -83,8 +84,8 @@ def sized_digest(path: str) -> tuple[int, bytes]:
     many a data file) takes an open, one 16 KiB read and a close, its size being what
     the read returned, where ``fstat`` and a read that finds the end would add two (a
     full check hashes every file of the chain); a larger one is streamed on in 1 MiB
-    pieces, so any size fits."""
-    fd = os.open(path, os.O_RDONLY)
+    pieces, so any size fits. A link is not followed, as by ``read_whole``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         data = os.read(fd, _SMALL)
         hasher = hashlib.sha3_256(data)

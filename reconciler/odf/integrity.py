@@ -16,6 +16,7 @@ Checkpoints are compared by size and physical hash only.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -33,12 +34,19 @@ from .gc_pause import paused_gc
 from .hashing import block_hash, digest_fd, physical_hash
 from .models import MetadataBlock
 from .multiformat import ARROW0_SHA3_256, Multihash
-from .repository import BlockHashMismatchError, BlockNotFoundError, Dataset, RepositoryError
+from .repository import (
+    BlockHashMismatchError,
+    BlockNotFoundError,
+    Dataset,
+    LinkInChainError,
+    RepositoryError,
+)
 from .slices import records_digest
 from .store import DataStore
 from .store_verify import hashes_to_its_name, intact_objects
 
 _CHUNK = 1 << 20
+_FOLDERS = ("blocks", "refs", "data", "checkpoints", "info")
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,8 @@ def inspect_dataset(
 
 
 def _inspect(dataset: Dataset, keep_blocks: bool, no_download: bool) -> Inspection:
+    if linked := _linked_folders(dataset):
+        return Inspection(linked, [])
     by_size = no_download and not dataset.store.local
     sweep = ContentSweep.start(dataset.root, files=dataset.store.local, blocks=not keep_blocks)
     parsed: dict[str, MetadataBlock | DataBlock] = {}
@@ -156,6 +166,8 @@ def inspect_change(dataset: Dataset, change: Change) -> Inspection:
     """
     if change.base_head is None:
         return inspect_dataset(dataset)
+    if linked := _linked_folders(dataset):
+        return Inspection(linked, [])
     try:
         new = _blocks_since(dataset, change.base_head)
         base, _ = base_state.state_at(
@@ -182,6 +194,15 @@ def inspect_change(dataset: Dataset, change: Change) -> Inspection:
     for path in sorted(change.deleted):
         problems += _check_deleted(dataset, path, derivative)
     return Inspection(problems, new, files, len(new))
+
+
+def _linked_folders(dataset: Dataset) -> list[IntegrityProblem]:
+    """A chain whose folders are links is not read at all: they could lead anywhere."""
+    return [
+        IntegrityProblem(str(LinkInChainError(dataset.root, folder)))
+        for folder in _FOLDERS
+        if os.path.islink(dataset.root / folder)
+    ]
 
 
 def _chain_problem(error: Exception) -> IntegrityProblem:
@@ -389,6 +410,8 @@ def _check_changed(dataset: Dataset, path: str, derivative: bool) -> list[Integr
     it: its bytes must hash to its name. None for files that are none of these."""
     folder, _, name = path.partition("/")
     full = dataset.root / path
+    if os.path.islink(full):
+        return [IntegrityProblem(str(LinkInChainError(dataset.root, path)))]
     if folder == "blocks" and "/" not in name:
         actual = block_hash(full.read_bytes())
         if actual == name:
@@ -426,9 +449,13 @@ def _check_file(path: Path, size: int, expected: str, what: str) -> str | None:
     """Size, then physical hash; one open, one ``fstat`` and one read (a full check does
     this for every file of the chain, so the system calls count)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except (FileNotFoundError, IsADirectoryError):
         return f"{what} file {path.name} is missing"
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        return f"{what} file {path.name} is a symbolic link, which is never followed"
     try:
         actual_size = os.fstat(fd).st_size
         if actual_size != size:

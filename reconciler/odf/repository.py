@@ -19,6 +19,7 @@ what its own process wrote (``Dataset.recording``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -89,6 +90,23 @@ class DatasetPathError(RepositoryError):
     def __init__(self, root: Path, name: str, reason: str) -> None:
         self.root, self.name, self.reason = root, name, reason
         super().__init__(f"{root}: {reason}")
+
+
+class LinkInChainError(RepositoryError, ValueError):
+    """A file or folder of a chain is a symbolic link. The reconciler writes none, and
+    one that arrives in a pull request could lead to any file of the runner (whose text
+    an error would then show), so a link there is reported, never followed."""
+
+    def __init__(self, dataset: Path, path: str) -> None:
+        self.dataset, self.path = dataset, path
+        super().__init__(
+            f"{dataset.name}/{path} is a symbolic link: a chain holds only files the "
+            "reconciler writes, and a link there is never followed"
+        )
+
+
+class HeadUnreadableError(RepositoryError, ValueError):
+    """``refs/head`` holds no block hash (a merge conflict, a hand edit)."""
 
 
 class HeadMovedError(RepositoryError):
@@ -246,16 +264,36 @@ class Dataset:
         return self.layout.head_ref.exists()
 
     def head(self) -> Multihash | None:
+        """The head block's hash; None without one. Read without following a link
+        (``LinkInChainError``); what is not a hash is shown as its first 40 characters."""
+        if os.path.islink(self.layout.refs):
+            raise LinkInChainError(self.root, "refs")
         try:
-            return Multihash.parse(self.layout.head_ref.read_text(encoding="ascii").strip())
+            data = read_whole(self.layout.head_ref)
         except FileNotFoundError:
             return None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise LinkInChainError(self.root, "refs/head") from None
+            raise
+        text = data.decode("ascii", errors="replace").strip()
+        try:
+            return Multihash.parse(text)
+        except ValueError:
+            shown = text.splitlines()[0][:40] if text else ""
+            raise HeadUnreadableError(
+                f"{self.root.name}/refs/head holds no block hash: it reads {shown!r}"
+            ) from None
 
     def read_block_bytes(self, hash_: str) -> bytes:
         try:
             return read_whole(f"{self.layout.root}/blocks/{hash_}")
         except FileNotFoundError:
             raise BlockNotFoundError(self.root, hash_) from None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise LinkInChainError(self.root, f"blocks/{hash_}") from None
+            raise
 
     def get_block(self, hash_: str, verify: bool = True) -> MetadataBlock:
         """Read a block; with ``verify`` its bytes must hash to its name."""

@@ -195,8 +195,11 @@ def make_plan(
     changed = None
     if request.base_ref is not None:
         paths = gitops.changed_paths(config.root, request.base_ref, config.datasets_dir)
+        # A manifest may be a link inside the datasets folder: a change to the link or to
+        # the file it leads to is a change to that manifest (its path is compared resolved).
+        reached = paths | {path.resolve() for path in paths}
         changed = frozenset(
-            ds.name for ds in desired.datasets.values() if Path(ds.loaded.file).resolve() in paths
+            ds.name for ds in desired.datasets.values() if Path(ds.loaded.file).resolve() in reached
         ) | _removed_manifests(config, request.base_ref, paths)
     # A pull request is judged by its base's settings: the allow-list its sources may
     # read (a base without one allows nothing) and the policies folder.

@@ -1,0 +1,118 @@
+"""A chain's files and folders are never followed through a symbolic link.
+
+The reconciler writes no link into ``odf/``; one that arrives in a pull request could
+lead to any file of the runner (``/proc/self/environ``, a credentials file), and a head
+that is not a hash used to be quoted whole in the error that reported it, on the plan's
+public log. Each command that reads chains (the pull request's plan, ``log``, the full
+and the incremental ``verify``) reports the link and reads nothing through it; the
+incremental check also sees a file the pull request turned into a link, which git lists
+as a type change.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import git
+import pytest
+from gitops_repo import GitOpsRepo, manifest, reconcile, root_events
+from typer.testing import CliRunner
+
+from reconciler.cli import app
+
+NAME = "org.example.a"
+SECRET = "HXSECRET=TOPSECRET-7f3a"
+LINKED = "is a symbolic link: a chain holds only files the reconciler writes, and a link there is never followed"
+
+
+def cli(root: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["-C", str(root), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def pull_request(tmp_path: Path, spark: object) -> tuple[Path, Path]:
+    """A repository with one applied, committed root dataset, pushed to a bare remote, on
+    a pull request's branch; and a file outside it holding a secret."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    (repo.root / "sources").mkdir()
+    (repo.root / "sources" / "1.csv").write_text("a,b\n1,x\n2,y\n")
+    repo.write(NAME, manifest(NAME, "Root", root_events()))
+    repo.commit("a dataset")
+    assert [o.status.value for o in reconcile(repo.root)] == ["created"]
+    repo.commit("reconcile: 1 dataset created")
+    git.Repo.init(tmp_path / "origin.git", bare=True, initial_branch="main")
+    local = git.Repo(repo.root)
+    local.create_remote("origin", str(tmp_path / "origin.git")).push("main").raise_if_error()
+    local.git.checkout("-b", "pr")
+    outside = tmp_path / "environ"
+    outside.write_text(f"PATH=/bin\0{SECRET}\0")
+    return repo.root, outside
+
+
+def chain(root: Path) -> Path:
+    return root / "odf" / NAME
+
+
+def test_a_head_linked_outside_is_reported_never_read(pull_request: tuple[Path, Path]) -> None:
+    root, outside = pull_request
+    (chain(root) / "refs" / "head").unlink()
+    (chain(root) / "refs" / "head").symlink_to(outside)
+    git.Repo(root).git.add(A=True)
+    git.Repo(root).index.commit("a link")
+    problem = f"{NAME}/refs/head {LINKED}"
+
+    code, output = cli(root, "plan", "--base", "origin/main")
+    assert code == 1
+    assert f"  odf/{NAME}: {NAME}: chain cannot be read: {problem}" in output.splitlines()
+    code, output = cli(root, "log", NAME)
+    assert (code, output) == (1, f"error: {NAME}: {problem}\n")
+    for args in (["--integrity"], ["--integrity", "--base", "origin/main"]):
+        code, output = cli(root, "verify", *args)
+        assert code == 1
+        assert f"{NAME}: invalid\n  {problem}\n" in output
+    for args in (["plan", "--base", "origin/main"], ["log", NAME], ["verify", "--integrity"]):
+        assert SECRET not in cli(root, *args)[1]
+
+
+def test_a_head_that_is_no_hash_is_shown_by_its_first_characters_only(
+    pull_request: tuple[Path, Path],
+) -> None:
+    root, _ = pull_request
+    head = chain(root) / "refs" / "head"
+    head.write_text(f"<<<<<<< HEAD\n{head.read_text()}=======\n{SECRET}\n>>>>>>> other\n")
+    code, output = cli(root, "verify", "--integrity")
+    assert code == 1
+    assert f"  {NAME}/refs/head holds no block hash: it reads '<<<<<<< HEAD'\n" in output
+    assert SECRET not in output
+
+
+def test_a_data_file_made_a_link_is_caught_by_the_incremental_and_the_full_check(
+    pull_request: tuple[Path, Path],
+) -> None:
+    root, outside = pull_request
+    (data,) = (chain(root) / "data").iterdir()
+    data.unlink()
+    data.symlink_to(outside)
+    git.Repo(root).git.add(A=True)
+    git.Repo(root).index.commit("a data file made a link")
+
+    code, output = cli(root, "verify", "--integrity", "--base", "origin/main")
+    assert code == 1
+    assert f"{NAME}: invalid\n  {NAME}/data/{data.name} {LINKED}\n" in output
+    assert "checked since origin/main: 0 blocks and 1 file in 1 dataset" in output
+    code, output = cli(root, "verify", "--integrity")
+    assert code == 1
+    assert f"data file {data.name} is a symbolic link, which is never followed" in output
+
+
+def test_a_chain_folder_made_a_link_is_not_read(pull_request: tuple[Path, Path]) -> None:
+    root, outside = pull_request
+    blocks = chain(root) / "blocks"
+    blocks.rename(outside.parent / "blocks-copy")
+    os.symlink(outside.parent / "blocks-copy", blocks)
+    code, output = cli(root, "verify", "--integrity")
+    assert code == 1
+    assert f"{NAME}: invalid\n  {NAME}/blocks {LINKED}\n" in output
