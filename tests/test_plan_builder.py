@@ -321,6 +321,70 @@ def test_a_derivative_with_unconsumed_input_slices_has_pending_data(repo: GitOps
     assert plan.has_changes and plan.exit_code(detailed=True) == 2
 
 
+def test_an_input_that_brought_nothing_in_the_last_run_is_still_consumed(
+    repo: GitOpsRepo,
+) -> None:
+    """The newest ExecuteTransform says how far each input was read: an input with no
+    new slice in that run has only its prev_offset there. The plan's projection reads
+    that block alone, and used to report the input as never consumed, so a plan with
+    --detailed-exitcode said 2 after every apply."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.write("org.example.c", manifest("org.example.c", "Root", root_events()))
+    query = "SELECT * FROM `org.example.a` UNION ALL SELECT * FROM `org.example.c`"
+    repo.write(
+        "org.example.b",
+        manifest(
+            "org.example.b",
+            "Derivative",
+            derivative_events(["org.example.a", "org.example.c"], query),
+        ),
+    )
+    repo.apply()
+    _add_slice(repo, "org.example.a", 0, 9)
+    _add_slice(repo, "org.example.c", 0, 4)
+    a, c = (repo.odf.dataset(n).state() for n in ("org.example.a", "org.example.c"))
+    assert a.dataset_id is not None and c.dataset_id is not None
+    b = repo.odf.dataset("org.example.b")
+    b.append_event(models.SetDataSchema(schema_=b"\x00"), T0)
+    a1, c1 = repo.odf.dataset("org.example.a").head(), repo.odf.dataset("org.example.c").head()
+    _add_slice(repo, "org.example.a", 10, 19)
+    a2 = repo.odf.dataset("org.example.a").head()
+    runs = (
+        ((None, None, a1, 9), (None, None, c1, 4), None, 0, 9),
+        ((a1, 9, a2, 19), (c1, 4, None, None), 9, 10, 19),
+    )
+    for a_cursor, c_cursor, prev_offset, start, end in runs:
+        b.append_event(
+            models.ExecuteTransform(
+                query_inputs=[
+                    models.ExecuteTransformInput(
+                        dataset_id=id_,
+                        prev_block_hash=cursor[0],
+                        prev_offset=cursor[1],
+                        new_block_hash=cursor[2],
+                        new_offset=cursor[3],
+                    )
+                    for id_, cursor in ((a.dataset_id, a_cursor), (c.dataset_id, c_cursor))
+                ],
+                prev_offset=prev_offset,
+                new_data=models.DataSlice(
+                    logical_hash=Multihash.sha3_256(b"%d" % end),
+                    physical_hash=Multihash.sha3_256(b"b%d" % end),
+                    offset_interval=models.OffsetInterval(start=start, end=end),
+                    size=10,
+                ),
+            ),
+            T0,
+        )
+    plan = repo.plan()
+    assert by_name(plan)["org.example.b"].pending == ()
+    assert {n: cursor.offset for n, cursor in b.projection().inputs.items()} == {
+        a.dataset_id: 19,
+        c.dataset_id: 4,
+    }
+    assert b.projection().inputs == b.state().inputs
+
+
 def test_all_problems_are_reported_at_once(repo: GitOpsRepo) -> None:
     repo.write(
         "org.example.bad",

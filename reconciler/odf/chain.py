@@ -221,10 +221,15 @@ def _data_changes(state: ChainState, step: DataStep, changes: dict[str, Any]) ->
     else:
         inputs = dict(state.inputs)
         for qi in step.query_inputs:
+            # An input that brought nothing new still says how far it had been consumed
+            # (its prev_*): a state read from the newest data block alone, as the plan's
+            # projection is, must not forget it.
             prev = inputs.get(qi.dataset_id, InputCursor())
             inputs[qi.dataset_id] = InputCursor(
-                qi.new_block_hash or prev.block_hash,
-                qi.new_offset if qi.new_offset is not None else prev.offset,
+                qi.new_block_hash or qi.prev_block_hash or prev.block_hash,
+                next(
+                    (o for o in (qi.new_offset, qi.prev_offset) if o is not None), prev.offset
+                ),
             )
         changes["inputs"] = inputs
         changes["input_order"] = tuple(qi.dataset_id for qi in step.query_inputs)
