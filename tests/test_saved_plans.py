@@ -182,3 +182,37 @@ def test_a_fresh_saved_plan_is_applied_exactly_and_then_is_stale(
         f"chain head of {A} moved: planned at {a_before}, now {a_after}",
         f"chain {B} created (head {b_after})",
     )
+
+
+def test_a_dataset_taken_out_of_a_saved_plan_makes_it_stale_not_a_selection(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    """Terraform refuses a plan file that was edited; a dataset removed from the file
+    used to be applied as if it had been left out by --select."""
+    repo, path = saved
+    document = json.loads(path.read_text())
+    assert "selection" not in document
+    document["datasets"] = [d for d in document["datasets"] if d["name"] != A]
+    path.write_text(json.dumps(document, indent=2))
+    assert_refused(repo, path, f"dataset {A} is planned now but not in the saved plan")
+
+
+def test_a_saved_plan_of_a_selection_applies_that_selection_only(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    repo, path = saved
+    planned = run(repo.root, "plan", "-s", B, "--format", "json", "--out", str(path))
+    assert planned.returncode == 0, planned.stderr
+    document = json.loads(path.read_text())
+    assert (document["selection"], [d["name"] for d in document["datasets"]]) == ([B], [B])
+
+    tampered = path.with_name("tampered.json")
+    tampered.write_text(json.dumps({**document, "datasets": []}, indent=2))
+    assert_refused(repo, tampered, f"dataset {B} is planned now but not in the saved plan")
+
+    a_before = repo.odf.dataset(A).head()
+    applied = run(repo.root, "apply", str(path), "--system-time", "2026-03-01T00:00:00Z")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert repo.odf.dataset(A).head() == a_before
+    assert repo.odf.dataset(B).exists()
+    assert [d.action.value for d in repo.plan().datasets] == ["update", "unchanged"]

@@ -85,14 +85,13 @@ def replay(session: Session, path: Path) -> tuple[Planned, str]:
         raise fail(f"error: {e}") from None
     request = PlanRequest(base_ref=saved.base_ref, prune=saved.prune)
     full = make(session, request, None).full
-    chosen = frozenset(saved.names)
-    shown = restrict(full, chosen)
+    chosen = saved.selection
+    shown = full if chosen is None else restrict(full, chosen)
     differences = saved_plan.stale(saved, shown)
     if differences:
         listed = "".join(f"\n  - {d}" for d in differences)
         raise fail(f"error: the saved plan {path} is stale; nothing was applied:{listed}")
-    everything = chosen >= {d.name for d in full.datasets}
-    return Planned(full, shown, None if everything else chosen), saved.digest
+    return Planned(full, shown, chosen), saved.digest
 
 
 def digest(plan: Plan) -> str:

@@ -42,8 +42,12 @@ class SavedPlan:
         return base
 
     @property
-    def names(self) -> list[str]:
-        return [str(d["name"]) for d in self.document["datasets"]]
+    def selection(self) -> frozenset[str] | None:
+        """The datasets it was made of with ``--select``; None for the whole repository.
+        Its datasets must then be exactly the plan of that selection: one taken out of
+        the file is refused, not applied as if it had not been selected."""
+        names = self.document.get("selection")
+        return None if names is None else frozenset(str(n) for n in names)
 
     @property
     def prune(self) -> bool:

@@ -53,6 +53,7 @@ def plan_from_dict(document: dict[str, Any]) -> Plan:
             verdicts=tuple(_verdict(v) for v in document["verdicts"]),
             problems=tuple(_problem(p) for p in document["problems"]),
             base_ref=document.get("baseRef"),
+            selection=None if "selection" not in document else tuple(document["selection"]),
             engine_started=document["engineStarted"],
             commit=document.get("commit"),
             fingerprints=load_fingerprints(document["fingerprints"])

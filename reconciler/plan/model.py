@@ -248,6 +248,8 @@ class Plan:
     # reads the same wherever it was computed (never written to JSON, being machine-local)
     root: str | None = None
     fingerprints: Fingerprints | None = None  # what a saved plan must still match to apply
+    # the datasets a plan of a --select is made of (``selection.restrict``); None: all
+    selection: tuple[str, ...] | None = None
     format_version: int = PLAN_FORMAT_VERSION
 
     @property

@@ -47,6 +47,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "baseRef": plan.base_ref,
             "commit": plan.commit,
             "fingerprints": _fingerprints(plan.fingerprints) if plan.fingerprints else None,
+            "selection": None if plan.selection is None else list(plan.selection),
             "engineStarted": plan.engine_started,
             "summary": _summary(plan),
             "datasets": [_dataset(d) for d in plan.datasets],

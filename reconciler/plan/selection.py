@@ -116,4 +116,5 @@ def restrict(plan: Plan, names: Collection[str]) -> Plan:
         plan,
         datasets=tuple(d for d in plan.datasets if d.name in names),
         verdicts=tuple(v for v in plan.verdicts if v.dataset is None or v.dataset in names),
+        selection=tuple(sorted(names)),
     )
