@@ -12,7 +12,8 @@ from pathlib import Path
 import git
 
 from reconciler.config import RepoConfig
-from reconciler.planning.compose import _spark_settings
+from reconciler.plan.model import Location
+from reconciler.planning.compose import PlanRequest, _spark_settings, make_plan
 
 PR_SPARK = """[tool.reconciler.spark]
 master = "local[1]"
@@ -55,3 +56,54 @@ def test_a_base_without_pyproject_gives_the_default_spark_settings(tmp_path: Pat
     _repo(tmp_path / "repo", None)
     settings = _spark_settings(RepoConfig.load(tmp_path / "repo"), "main")
     assert (settings.master, settings.conf) == ("local[*]", ())
+
+
+CODE_CHANGE = (
+    "changes in this pull request: outside the tuning settings (partitions, memory, cores,"
+    " timeouts) a Spark setting can make the scheduled run load or run code, or send its"
+    " data elsewhere, with the runner's credentials. It is a change of code: a maintainer"
+    " reviews and merges it as such, since this plan cannot approve it"
+)
+
+
+def test_a_pull_request_changing_spark_settings_that_run_code_fails_its_plan(
+    tmp_path: Path,
+) -> None:
+    """The plan ran nothing of it, but the merge would: the next scheduled run starts
+    Spark with the merged settings. Tuning stays free; a removal adds no code."""
+    base = (
+        "[tool.reconciler]\n\n[tool.reconciler.spark.conf]\n"
+        '"spark.sql.shuffle.partitions" = "8"\n"spark.eventLog.enabled" = "true"\n'
+    )
+    _repo(tmp_path / "repo", base)
+    pr = tmp_path / "repo" / "pyproject.toml"
+    pr.write_text(
+        "[tool.reconciler]\n\n[tool.reconciler.spark]\n"
+        'master = "spark://cluster.example.org:7077"\n\n'
+        "[tool.reconciler.spark.conf]\n"
+        '"spark.sql.shuffle.partitions" = "16"\n'
+        '"spark.executor.memory" = "4g"\n'
+        '"spark.sql.adaptive.enabled" = "true"\n'
+        '"spark.driver.extraJavaOptions" = "-javaagent:sources/agent.jar"\n'
+        "spark.plugins = 'org.example.Plugin'\n"
+    )
+    plan = make_plan(RepoConfig.load(tmp_path / "repo"), PlanRequest(base_ref="main"))
+    assert [(p.location, p.field, p.message) for p in plan.problems] == [
+        (
+            Location(str(pr), 4),
+            "tool.reconciler.spark.master",
+            f"Spark setting the master URL {CODE_CHANGE}",
+        ),
+        (
+            Location(str(pr), 10),
+            "tool.reconciler.spark.conf.spark.driver.extraJavaOptions",
+            f"Spark setting spark.driver.extraJavaOptions {CODE_CHANGE}",
+        ),
+        (
+            Location(str(pr), 11),
+            "tool.reconciler.spark.conf.spark.plugins",
+            f"Spark setting spark.plugins {CODE_CHANGE}",
+        ),
+    ]
+    assert plan.has_errors
+    assert make_plan(RepoConfig.load(tmp_path / "repo"), PlanRequest()).problems == ()

@@ -227,9 +227,7 @@ def _data_changes(state: ChainState, step: DataStep, changes: dict[str, Any]) ->
             prev = inputs.get(qi.dataset_id, InputCursor())
             inputs[qi.dataset_id] = InputCursor(
                 qi.new_block_hash or qi.prev_block_hash or prev.block_hash,
-                next(
-                    (o for o in (qi.new_offset, qi.prev_offset) if o is not None), prev.offset
-                ),
+                next((o for o in (qi.new_offset, qi.prev_offset) if o is not None), prev.offset),
             )
         changes["inputs"] = inputs
         changes["input_order"] = tuple(qi.dataset_id for qi in step.query_inputs)
