@@ -58,6 +58,12 @@ BYTES = [
     case("utf16-with-bom", VALID.encode("utf-16"), "file is UTF-16 (byte-order mark)", 1),
     case("utf32-with-bom", VALID.encode("utf-32"), "file is UTF-32 (byte-order mark)", 1),
     case(
+        "utf8-with-bom",
+        VALID.encode("utf-8-sig"),
+        "file starts with a byte-order mark; manifests are UTF-8 without one",
+        1,
+    ),
+    case(
         "latin1-accent", spliced(3, "# caf\xe9\n").encode("latin-1"), NOT_UTF8 + " (byte 0xe9)", 3
     ),
     case(

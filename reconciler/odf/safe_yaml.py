@@ -21,6 +21,7 @@ broken one fails with a message too; ``document`` names the kind of file in mess
 
 from __future__ import annotations
 
+import codecs
 import re
 import stat
 from dataclasses import dataclass
@@ -112,6 +113,10 @@ def decode(data: bytes, *, document: str = "manifest") -> str:
             raise UnsafeYamlError(
                 Flaw(1, 1, f"file is {encoding} (byte-order mark); {document}s must be UTF-8")
             )
+    if data.startswith(codecs.BOM_UTF8):  # invisible in an editor and in a diff
+        raise UnsafeYamlError(
+            Flaw(1, 1, f"file starts with a byte-order mark; {document}s are UTF-8 without one")
+        )
     try:
         text, bad = data.decode("utf-8"), None
     except UnicodeDecodeError as e:
