@@ -4,7 +4,11 @@ a change to any input of a plan."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +196,49 @@ def test_the_scaffolds_workflows_are_this_repositorys_but_for_the_pinned_package
         assert mine == theirs, ours.name
         installs = [s for _, s in run_scripts(scaffold) if "pip install" in s]
         assert installs in ([], ['pip install "odf-reconciler==@RECONCILER_VERSION@"'])
+
+
+def test_the_run_summary_is_one_table_row_per_dataset(tmp_path: Path) -> None:
+    """A cause of several lines (a reader's every malformed record) is its first line in
+    the table, as in the commit message: a line break would end GitHub's table there."""
+    assert shutil.which("jq"), "jq is not installed: apt-get install jq (.ci/run does)"
+    script = dict(run_scripts(OURS[2]))["reconcile/Summary"]
+    (tmp_path / "result.json").write_text(
+        json.dumps(
+            {
+                "datasets": [
+                    {
+                        "name": "org.x",
+                        "status": "updated",
+                        "blocks": 2,
+                        "records": 9,
+                        "seconds": 1.5,
+                    },
+                    {
+                        "name": "org.y",
+                        "status": "failed",
+                        "seconds": 0.4,
+                        "error": "ReadError: y.csv: line 3: a | b\ny.csv: line 4: c",
+                    },
+                ]
+            }
+        )
+    )
+    summary = tmp_path / "summary.md"
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert summary.read_text() == (
+        "## Reconcile\n"
+        "| Dataset | Status | Blocks | Records | Seconds | Error |\n"
+        "|---|---|---:|---:|---:|---|\n"
+        "| `org.x` | updated | 2 | 9 | 1.5 |  |\n"
+        "| `org.y` | failed |  |  | 0.4 | ReadError: y.csv: line 3: a \\| b |\n"
+        "\n"
+    )

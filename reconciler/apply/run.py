@@ -43,6 +43,10 @@ from .metadata import MetadataResult, append_planned, apply_dataset, delete_data
 from .outcome import Outcome, Status
 from .recreate import recreating
 
+_NEW_CHAIN = (Action.CREATE, Action.RECREATE)
+"""A new chain is built with its first pull, or not kept at all (a recreate's staging
+folder is discarded, the old chain stays): a failure then kept none of its blocks."""
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -84,12 +88,12 @@ def apply_plan(
     lineage = lineage if lineage is not None else Lineage.disabled()
     describer = RunDescriber(repo)
     ids: dict[str, str] = {d.name: d.dataset_id for d in plan.datasets if d.dataset_id}
-    failed: set[str] = set()
+    failed: dict[str, Status] = {}  # failed or skipped, each a reason to skip its readers
     outcomes: list[Outcome] = []
 
     def done(outcome: Outcome) -> None:
         if outcome.status in (Status.FAILED, Status.SKIPPED):
-            failed.add(outcome.dataset)
+            failed[outcome.dataset] = outcome.status
         outcomes.append(outcome)
         report(outcome)
 
@@ -106,9 +110,10 @@ def apply_plan(
                 continue
             if ds.action is Action.ORPHANED:
                 continue
-            broken = sorted(failed.intersection(ds.inputs))
+            broken = sorted(failed.keys() & set(ds.inputs))
             if broken:
-                done(Outcome(ds.name, Status.SKIPPED, message=f"input {broken[0]} failed"))
+                why = "failed" if failed[broken[0]] is Status.FAILED else "was skipped"
+                done(Outcome(ds.name, Status.SKIPPED, message=f"input {broken[0]} {why}"))
                 continue
             start(ds.name)
             try:
@@ -243,12 +248,12 @@ def _apply_dataset(
                 run.set_output_statistics(result.rows, result.size)
                 run.set_output_schema(describer.columns(ds.name))
     except MetadataError as e:
-        kept = 0 if ds.action is Action.CREATE else metadata_blocks
+        kept = 0 if ds.action in _NEW_CHAIN else metadata_blocks
         return Outcome(ds.name, Status.FAILED, kept, message=str(e))
     except Exception as e:  # one dataset's failure, whatever it is, must not stop the others
         if not pulling:
             raise  # an unexpected error while appending metadata stops the apply, as ever
-        if ds.action is Action.CREATE:  # nothing of it was kept: say what failed, no blocks
+        if ds.action in _NEW_CHAIN:  # nothing of it was kept: say what failed, no blocks
             return Outcome(ds.name, Status.FAILED, message=f"{stage.name} failed: {describe(e)}")
         return Outcome(ds.name, Status.FAILED, metadata_blocks, message=describe(e))
     changed = metadata_blocks or result.blocks

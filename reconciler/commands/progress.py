@@ -103,7 +103,10 @@ class LineView:
         if self.quiet and status not in _TAGS:
             return
         tag = _TAGS.get(status, "OK")
-        text = f"{describe(done.outcome)} in {duration(done.seconds)}"
+        # The time ends the first line: a cause of several lines (every malformed record
+        # of a file) follows it, rather than the time trailing its last record.
+        first, _, rest = describe(done.outcome).partition("\n")
+        text = f"{first} in {duration(done.seconds)}" + (f"\n{rest}" if rest else "")
         typer.echo(f"{_clock()} {tag:<5} {done.outcome.dataset} {text}", err=self.err)
 
     def close(self) -> None:
