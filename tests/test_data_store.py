@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -311,6 +312,24 @@ def test_a_missing_bucket_is_one_error_and_nothing_is_written(
     assert result.output.splitlines()[-1] == (
         "error: data store s3://no-such-bucket/p: bucket no-such-bucket does not exist"
     )
+    assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
+
+
+def test_a_store_that_cannot_be_reached_is_not_blamed_on_credentials(
+    tmp_path: Path, credentials: S3Server
+) -> None:
+    """Nothing listens on the endpoint: the error says what the SDK says, without the
+    credentials hint, which would send people to the wrong cause."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    root = tmp_path / "repo"
+    make_repo(root, f"s3://{BUCKET}/unreached", closed)
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
+    assert result.exit_code == 1, result.output
+    (error,) = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert error.startswith(f"error: data store s3://{BUCKET}/unreached cannot be reached: ")
+    assert "credentials" not in error
     assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any, BinaryIO, NamedTuple
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from ..masking import Mask
 from .multiformat import Multihash
 from .store import KINDS, StoreError, folder_of, fsync_dir
 
@@ -203,20 +205,29 @@ class FileSystemStore:
         except FileNotFoundError:
             raise
         except OSError as e:
+            message = _scrubbed(str(e))
+            # No credentials hint where the store was never reached: it would send people
+            # to the wrong cause.
+            unreached = _UNREACHED.search(message) is not None
             hint = " (credentials come from the environment or the AWS configuration)"
-            remote = not self.rename
             raise StoreError(
-                f"data store {self.shown} {what}: {_scrubbed(str(e))}{hint if remote else ''}"
+                f"data store {self.shown} {what}: {message}"
+                + (hint if not self.rename and not unreached else "")
             ) from None
+
+
+_UNREACHED = re.compile(
+    r"NETWORK_CONNECTION|could not connect|couldn't connect|connection refused"
+    r"|could(?: not|n't) resolve|timed? ?out|curlCode",
+    re.IGNORECASE,
+)
+"""What the AWS SDK says when no answer came from the store (its endpoint, the network)."""
 
 
 def _scrubbed(message: str) -> str:
     """An SDK message with any credential from the environment blanked out."""
-    for name in _SECRETS:
-        value = os.environ.get(name)
-        if value and len(value) >= 4:
-            message = message.replace(value, "***")
-    return " ".join(message.split())
+    mask = Mask(v for name in _SECRETS if len(v := os.environ.get(name, "")) >= 4)
+    return " ".join(mask(message).split())
 
 
 def _same_device(a: Path, folder: Path) -> bool:
