@@ -24,6 +24,7 @@ from typer.testing import CliRunner, Result
 from reconciler.cli import app
 from reconciler.odf import json_schemas
 from reconciler.odf.integrity import check_integrity
+from reconciler.odf.repository import OdfRepository
 
 A, B, C, D = "org.example.a", "org.example.b", "org.example.c", "org.example.d"
 WHEN = "2026-01-01T00:00:00Z"
@@ -166,6 +167,22 @@ def test_verbose_lets_an_unexpected_error_s_traceback_through(
         result = cli(applied[0], *args)
         assert isinstance(result.exception, RuntimeError), args
         assert str(result.exception) == "a defect"
+
+
+def test_an_apply_stopped_before_its_datasets_still_writes_its_json_document(
+    copy: Path,
+) -> None:
+    """The scheduled job's summary reads why a run stopped from its result document:
+    a run refused by another's lock writes one too, and says it applied nothing."""
+    with OdfRepository(copy / "odf").lock("reconcile apply"):
+        done = process(copy, "apply", "--format", "json")
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    validate(document)
+    assert document["error"].startswith("odf/ is locked by reconcile apply (pid ")
+    assert (document["datasets"], document["exitCode"]) == ([], 1)
+    assert document["summary"]["line"].startswith("nothing applied in ")
+    assert done.stderr.splitlines()[0] == f"error: {document['error']}"
 
 
 def test_a_folder_that_is_no_repository_is_an_error_saying_so(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ fetched.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
@@ -331,6 +332,10 @@ def test_a_store_that_cannot_be_reached_is_not_blamed_on_credentials(
     assert error.startswith(f"error: data store s3://{BUCKET}/unreached cannot be reached: ")
     assert "credentials" not in error
     assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
+    as_json = cli(root, "apply", "--format", "json", "--system-time", "2026-01-01T06:00:00Z")
+    assert as_json.exit_code == 1
+    document = json.loads(as_json.stdout)
+    assert (document["error"], document["datasets"]) == (error.removeprefix("error: "), [])
 
 
 def test_credentials_are_refused_in_the_repository(tmp_path: Path) -> None:

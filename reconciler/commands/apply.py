@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, replace
+from typing import NoReturn
 
 import typer
 
@@ -28,7 +29,7 @@ from .common import (
     EXIT_OK,
     JavaNotFound,
     Session,
-    fail,
+    duration,
     usage_error,
 )
 from .options import OutputFormat, RunOptions
@@ -54,14 +55,24 @@ def run(session: Session, options: RunOptions) -> None:
         _show(session, options, first.planned.shown, as_json)
         refused = _refused(first)
         _finish(session, refused.result, [], refused.code, as_json)
-    session.check_store()
+    problem = session.store_problem()
+    if problem is not None:
+        _stopped(session, problem, as_json)
     heads = _heads(session)
     try:
         with session.odf.lock("reconcile apply", timeout=session.lock_timeout):
             attempt = _attempts(session, options, as_json, first, heads)
     except RepositoryLockedError as e:
-        raise fail(f"error: {e}") from None
+        _stopped(session, str(e), as_json)
     _finish(session, attempt.result, attempt.finished, attempt.code, as_json)
+
+
+def _stopped(session: Session, why: str, as_json: bool) -> NoReturn:
+    """End a run that stopped before its datasets, with its JSON document too: the
+    scheduled job's summary reads why from it."""
+    result = RunResult("apply")
+    result.error = why
+    _finish(session, result, [], EXIT_FAILED, as_json)
 
 
 @dataclass(frozen=True)
@@ -228,10 +239,12 @@ def _offsets(session: Session, outcome: Outcome) -> tuple[int, int] | None:
 
 def _finish(
     session: Session, result: RunResult, finished: list[Finished], code: int, as_json: bool
-) -> None:
-    """The summary line (always, even with ``-q``), the JSON document, the exit."""
+) -> NoReturn:
+    """The summary line (always, even with ``-q``), the JSON document, the exit. A run
+    stopped before any dataset says so, not that there was "nothing to do"."""
     seconds = session.elapsed()
-    line = summary(finished, seconds)
+    stopped = result.error is not None and not finished
+    line = f"nothing applied in {duration(seconds)}" if stopped else summary(finished, seconds)
     if result.error is not None:
         prefix = "" if result.interrupted else "error: "
         typer.echo(prefix + result.error, err=True)

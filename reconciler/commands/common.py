@@ -92,15 +92,23 @@ class Session:
     def check_store(self) -> None:
         """Before a run writes anything (not even the lock file): the data store must be
         reachable with the credentials at hand, or the run stops with one line."""
+        problem = self.store_problem()
+        if problem is not None:
+            raise fail(f"error: {problem}")
+
+    def store_problem(self) -> str | None:
+        """Why the data store cannot be used with the credentials at hand; None if it can
+        (or the data lives in the dataset folders)."""
         from ..odf.store import StoreError
 
         store = self.odf.store
         if store is None:
-            return
+            return None
         try:
             store.check()
         except StoreError as e:
-            raise fail(f"error: {e}") from None
+            return str(e)
+        return None
 
     def secret_mask(self) -> Mask:
         """Masks the values of the environment variables the manifests' templates name.
