@@ -185,6 +185,20 @@ def test_an_apply_stopped_before_its_datasets_still_writes_its_json_document(
     assert done.stderr.splitlines()[0] == f"error: {document['error']}"
 
 
+def test_quiet_plan_prints_only_its_errors_and_its_summary_line(copy: Path) -> None:
+    full = cli(copy, "plan").output.splitlines()
+    for args in (["-q", "plan"], ["plan", "-q"]):
+        assert cli(copy, *args).output.splitlines() == [full[-1]]
+    (copy / "datasets" / "broken.yaml").write_text("kind: DatasetSnapshot\nversion: 1\n")
+    full = cli(copy, "plan").output.splitlines()
+    quiet = cli(copy, "-q", "plan")
+    assert quiet.exit_code == 1
+    problems = full[full.index("Problems:") : full.index("Warnings:")]
+    assert quiet.output.splitlines() == [*filter(None, problems), "", full[-1]]
+    assert problems[1].startswith("  datasets/broken.yaml:")
+    assert full[-1].endswith(" 1 error, 1 warning.")
+
+
 def test_a_folder_that_is_no_repository_is_an_error_saying_so(tmp_path: Path) -> None:
     for args in ([], ["plan"], ["verify"], ["lineage"]):
         result = cli(tmp_path, *args)

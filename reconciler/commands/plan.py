@@ -100,13 +100,15 @@ def digest(plan: Plan) -> str:
     return hashlib.sha256(render(plan, OutputFormat.JSON, False).encode("utf-8")).hexdigest()
 
 
-def render(plan: Plan, output_format: OutputFormat, to_terminal: bool) -> str:
+def render(plan: Plan, output_format: OutputFormat, to_terminal: bool, quiet: bool = False) -> str:
+    """The plan in ``output_format``; ``quiet`` (``-q``) shortens the text to its errors
+    and summary line, never a document."""
     if output_format is OutputFormat.JSON:
         return render_json(plan) + "\n"
     if output_format is OutputFormat.MARKDOWN:
         return render_markdown(plan)
     color = to_terminal and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    return render_text(plan, color=color)
+    return render_text(plan, color=color, quiet=quiet)
 
 
 def emit(text: str, out: Path | None) -> None:
@@ -124,5 +126,9 @@ def request_of(options: RunOptions) -> PlanRequest:
 def run(session: Session, options: RunOptions) -> None:
     """Show the plan; exit 1 on errors, 2 on changes with ``--detailed-exitcode``."""
     shown = make(session, request_of(options), options.select).shown
-    emit(render(shown, options.output_format, options.out is None), options.out)
+    to_terminal = options.out is None
+    emit(
+        render(shown, options.output_format, to_terminal, session.quiet and to_terminal),
+        options.out,
+    )
     raise typer.Exit(shown.exit_code(options.detailed_exitcode))

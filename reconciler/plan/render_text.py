@@ -57,11 +57,17 @@ _PROBLEM_HEADINGS = {Severity.ERROR: "Problems:", Severity.WARNING: "Warnings:"}
 _INDENT = "    "
 
 
-def render_text(plan: Plan, color: bool) -> str:
-    """The whole plan as text, ending with a newline; ANSI colours only when ``color``."""
+def render_text(plan: Plan, color: bool, quiet: bool = False) -> str:
+    """The whole plan as text, ending with a newline; ANSI colours only when ``color``.
+    ``quiet`` (``-q``): only the errors and the summary line."""
     plan = readable(plan)
-    lines = _join_datasets([_dataset(d) for d in plan.datasets])
-    for section in (_verdicts(plan), _problems(plan), [(_PLAIN, summary_sentence(plan))]):
+    lines = [] if quiet else _join_datasets([_dataset(d) for d in plan.datasets])
+    errors_only = (Severity.ERROR,) if quiet else tuple(Severity)
+    for section in (
+        _verdicts(plan, errors_only),
+        _problems(plan, errors_only),
+        [(_PLAIN, summary_sentence(plan))],
+    ):
         if section:
             lines += [(_PLAIN, ""), *section] if lines else section
     return "".join(_paint(line, color) + "\n" for line in lines)
@@ -161,9 +167,11 @@ def _where(*parts: object) -> str:
     return ": ".join(str(p) for p in parts if p is not None)
 
 
-def _verdicts(plan: Plan) -> list[Line]:
+def _verdicts(plan: Plan, severities: tuple[Severity, ...]) -> list[Line]:
     lines: list[Line] = []
     for severity, verdicts in verdicts_by_severity(plan):
+        if severity not in severities:
+            continue
         style = _SEVERITY_STYLES[severity]
         lines.append((style, _SEVERITY_HEADINGS[severity]))
         lines += [
@@ -172,10 +180,12 @@ def _verdicts(plan: Plan) -> list[Line]:
     return lines
 
 
-def _problems(plan: Plan) -> list[Line]:
+def _problems(plan: Plan, severities: tuple[Severity, ...]) -> list[Line]:
     """Error problems under ``Problems:``, then warnings under ``Warnings:``."""
     lines: list[Line] = []
     for severity, problems in problems_by_severity(plan):
+        if severity not in severities:
+            continue
         style = _SEVERITY_STYLES[severity]
         lines.append((style, _PROBLEM_HEADINGS[severity]))
         lines += [
