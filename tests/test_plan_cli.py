@@ -143,6 +143,53 @@ def test_a_query_whose_output_the_run_would_refuse_fails_the_plan(repo: GitOpsRe
     assert markdown.returncode == 1 and refused in markdown.stdout
 
 
+def test_a_derivative_s_new_event_time_column_is_checked_against_its_query(
+    repo: GitOpsRepo,
+) -> None:
+    """Only the SetVocab changes, with the override a breaking change needs: the query is
+    analysed again, and a column its output lacks fails the plan, as the run would."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    _write_reader(repo, "SELECT event_time, a, b FROM `org.example.a`")
+    repo.apply()
+    events = derivative_events(["org.example.a"], "SELECT event_time, a, b FROM `org.example.a`")
+    repo.write(
+        "org.example.b",
+        "# reconcile: allow-breaking-change: a new time column\n"
+        + manifest(
+            "org.example.b",
+            "Derivative",
+            events + "\n    - kind: SetVocab\n      eventTimeColumn: happened_at\n",
+        ),
+    )
+    refused = "the query's output has no event time column 'happened_at'"
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 1
+    b = next(d for d in document["datasets"] if d["name"] == "org.example.b")
+    assert (b["action"], b["query"]["ok"], b["query"]["error"]) == ("update", False, refused)
+    errors = [p["message"] for p in document["problems"] if p["severity"] == "error"]
+    assert errors == [f"query check failed: {refused}"]
+
+
+def test_a_query_whose_output_holds_a_variant_fails_the_plan(repo: GitOpsRepo) -> None:
+    """A VARIANT's Arrow form carries field metadata the chain's schema cannot encode:
+    the run would fail writing its schema, so the plan fails first."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    _write_reader(
+        repo,
+        "SELECT event_time, v.* FROM `org.example.a`,"
+        " LATERAL variant_explode(parse_json('{\\\"k\\\": 1}')) AS v",
+    )
+    refused = (
+        "column 'value' is or holds a VARIANT (variant), which a slice cannot hold: its"
+        " Arrow form carries field metadata that the chain's schema cannot encode; give it"
+        " as a STRING (to_json) or as typed columns"
+    )
+    code, document = plan_json(repo, "--detailed-exitcode")
+    assert code == 1
+    b = next(d for d in document["datasets"] if d["name"] == "org.example.b")
+    assert (b["query"]["ok"], b["query"]["error"]) == (False, refused)
+
+
 def test_a_valid_changed_query_shows_its_output_schema_change(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     _write_reader(repo, "SELECT event_time, a, b FROM `org.example.a`")

@@ -337,10 +337,14 @@ class _QueryChecker:
         transform = _transform_of(ds.snapshot)
         upstream_changed = any(i in self.changed_schema for i in ds.inputs)
         preprocess_changed = transform is None and _preprocess_changed(plan, ds.snapshot)
+        # A derivative's event time column must be in its query's output: a new SetVocab
+        # is checked against the query as a new query is (the run would refuse it).
+        vocab_changed = transform is not None and any(e.kind == "SetVocab" for e in plan.events)
         needs = (
             any(e.change_class is ChangeClass.NEEDS_VALIDATION for e in plan.events)
             or upstream_changed
             or preprocess_changed
+            or vocab_changed
         )
         if _changes_schema(plan) or preprocess_changed:
             self.changed_schema.add(plan.name)

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from ..odf import models
 from ..odf.manifest import LoadedSnapshot, issue_at
+from ..transform.output_rules import variant_problem
 from .diff import SourceEvent
 from .model import Column, Location, Problem
 
@@ -65,6 +66,8 @@ def _findings(
                 f" {column.type}; it must be a DATE or a TIMESTAMP",
                 preprocess,
             )
+        elif (problem := variant_problem(column.name, column.type)) is not None:
+            yield f"the preprocess query's {problem}", preprocess
     fields = type(source.merge).model_fields
     for field in ("primary_key", "compare_columns"):
         if field not in fields:

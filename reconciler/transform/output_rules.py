@@ -3,22 +3,25 @@ and the run alike.
 
 A transform's output gets the system columns added by the writer, so it may not have
 columns of their names; it must have the event time column the vocabulary names, a DATE
-or a TIMESTAMP; and an ``op`` column, when it has one, must be an integer. The run
-refuses an output that breaks a rule (``transform.execute``), and the plan, which
-analyses a new or changed query, refuses the same query before it is approved
-(``plan.builder``): a plan that passes must not fail its apply on the shape of the
-output. Types are Spark's ``simpleString`` spelling, which both sides have without
+or a TIMESTAMP; an ``op`` column, when it has one, must be an integer; and no column may
+be or hold a VARIANT, whose Arrow form carries field metadata the chain's schema cannot
+encode. The run refuses an output that breaks a rule (``transform.execute``), and the
+plan, which analyses a new or changed query, refuses the same query before it is
+approved (``plan.builder``): a plan that passes must not fail its apply on the shape of
+the output. Types are Spark's ``simpleString`` spelling, which both sides have without
 running a query; this module imports no Spark.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from ..odf import models
 
 _TIMES = frozenset({"date", "timestamp", "timestamp_ntz"})
 _INTEGERS = frozenset({"tinyint", "smallint", "int", "bigint"})
+_VARIANT = re.compile(r"(?<![\w`])variant\b")
 
 
 def output_problem(types: Mapping[str, str], vocab: models.DatasetVocabulary) -> str | None:
@@ -35,4 +38,16 @@ def output_problem(types: Mapping[str, str], vocab: models.DatasetVocabulary) ->
     op = vocab.operation_type_column
     if op in types and types[op] not in _INTEGERS:
         return f"column {op!r} must be an integer, not {types[op]}"
-    return None
+    return next(filter(None, (variant_problem(n, t) for n, t in types.items())), None)
+
+
+def variant_problem(name: str, type_: str) -> str | None:
+    """Why a column of Spark type ``type_`` cannot be in a slice, if it is or holds a
+    VARIANT (a transform's output or a root's preprocess output alike)."""
+    if _VARIANT.search(type_) is None:
+        return None
+    return (
+        f"column {name!r} is or holds a VARIANT ({type_}), which a slice cannot hold: its"
+        " Arrow form carries field metadata that the chain's schema cannot encode; give it"
+        " as a STRING (to_json) or as typed columns"
+    )
