@@ -329,6 +329,24 @@ def test_select_with_unknown_names_is_a_usage_error_naming_them(
         )
 
 
+def test_a_selection_leaving_out_an_input_with_no_chain_fails_its_plan(
+    tmp_path: Path, spark: object
+) -> None:
+    """Apply could not name the input (it has no chain, hence no id): the plan says so,
+    and apply writes nothing, rather than failing on it."""
+    root = build(tmp_path / "repo").root
+    expected = (
+        f"  datasets/{B}.yaml:1: {B}: reads {A}, which has no chain yet and is not selected:"
+        f" select it too (+{B} selects everything {B} reads)"
+    )
+    for command in (["plan"], ["apply"]):
+        result = cli(root, *command, "-s", B)
+        assert result.exit_code == 1, result.output
+        assert expected in result.output.splitlines(), result.output
+    assert not (root / "odf").exists() or not any((root / "odf").rglob("blocks/*"))
+    assert cli(root, "plan", "-s", f"+{B}").exit_code == 0
+
+
 def test_apply_of_a_selection_runs_only_it_reading_the_upstreams_data(copy: Path) -> None:
     (copy / "sources" / "2.csv").write_text("a,b\n3,z\n")
     first = cli(copy, "-q", "apply", "--select", A, "--system-time", WHEN)

@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from ..wording import close_names
-from .model import Plan
+from .model import Action, Plan, Problem
 
 Graph = Mapping[str, Collection[str]]
 """Each dataset's name and the names of the datasets it reads."""
@@ -110,11 +110,32 @@ def restrict(plan: Plan, names: Collection[str]) -> Plan:
 
     Problems are all kept: a broken manifest makes the whole repository's plan invalid,
     as a broken model fails a dbt project whatever is selected. Verdicts about datasets
-    outside the selection are dropped; repository-wide verdicts stay.
+    outside the selection are dropped; repository-wide verdicts stay. A selected
+    dataset that reads one with no chain yet, left out of the selection, is a problem:
+    apply could not name that input (``unmet_inputs``).
     """
     return replace(
         plan,
         datasets=tuple(d for d in plan.datasets if d.name in names),
         verdicts=tuple(v for v in plan.verdicts if v.dataset is None or v.dataset in names),
+        problems=plan.problems + tuple(unmet_inputs(plan, names)),
         selection=tuple(sorted(names)),
     )
+
+
+def unmet_inputs(plan: Plan, names: Collection[str]) -> list[Problem]:
+    """An error for each selected dataset reading a dataset the plan creates (it has no
+    chain yet) that the selection leaves out."""
+    created = {d.name for d in plan.datasets if d.action is Action.CREATE}
+    return [
+        Problem(
+            f"reads {name}, which has no chain yet and is not selected: select it too"
+            f" (+{d.name} selects everything {d.name} reads)",
+            dataset=d.name,
+            location=d.manifest,
+        )
+        for d in plan.datasets
+        if d.name in names
+        for name in d.inputs
+        if name in created and name not in names
+    ]
