@@ -979,20 +979,58 @@ def test_markdown_of_300_large_diffs_fits_a_github_comment_and_names_every_datas
     )
 
 
-def test_markdown_with_a_tiny_limit_still_keeps_summary_verdicts_and_problems() -> None:
-    assert render_markdown(PLAN, limit=100) == EXPECTED_OVERVIEW + "\n".join(
-        [
-            "",
-            "### Affected datasets",
-            "",
-            "_Graph of 3 datasets omitted to fit the comment._",
-            "",
-            "### Changes",
-            "",
-            "_Details omitted to fit the comment; run `reconcile --plan` locally: `org.example.prices`, `org.example.ticks.daily`._",
-            "",
-        ]
+WHOLE_PLAN = "left out to fit the comment: the whole plan is the run's `plan` artifact (`reconcile show plan.json`)"
+
+
+def test_markdown_with_a_tiny_limit_keeps_the_summary_and_says_what_it_cut() -> None:
+    """Past every fold, the overview's table and lists are cut; each cut says how many
+    it left out and where they are. The summary line, which counts them, stays."""
+    blocks = markdown_blocks(render_markdown(PLAN, limit=100))
+    assert blocks[: blocks.index("### Datasets") + 1] == markdown_blocks(EXPECTED_OVERVIEW)[:4]
+    assert blocks[blocks.index("### Datasets") + 1 :] == [
+        f"_3 changed datasets, {WHOLE_PLAN}_",
+        "_Not listed: 2 unchanged datasets (1 with a source that may have new data)._",
+        "### Policy verdicts",
+        f"- _3 verdicts, {WHOLE_PLAN}_",
+        "### Problems",
+        f"- _1 problem, {WHOLE_PLAN}_",
+        "### Affected datasets",
+        "_Graph of 3 datasets omitted to fit the comment._",
+        "### Changes",
+        "_Details omitted to fit the comment; run `reconcile --plan` locally: `org.example.prices`, `org.example.ticks.daily`._",
+    ]
+
+
+def test_markdown_of_a_thousand_new_datasets_with_verdicts_fits_a_github_comment() -> None:
+    """Each dataset's row and verdict alone pass GitHub's limit: the comment keeps as
+    many of each as fit, errors first, and says how many it left out."""
+    datasets = tuple(
+        DatasetPlan(name=f"org.example.new.d{i:04}", kind="Root", action=Action.CREATE)
+        for i in range(1000)
     )
+    verdicts = tuple(
+        Verdict(
+            policy="info-recommended",
+            severity=Severity.WARNING if i else Severity.ERROR,
+            message="no SetInfo: describe the dataset for its readers " + "x" * 100,
+            dataset=f"org.example.new.d{i:04}",
+        )
+        for i in range(1000)
+    )
+    markdown = render_markdown(Plan(datasets=datasets, verdicts=verdicts))
+    assert 60000 < len(markdown) <= 65536
+    blocks = markdown_blocks(markdown)
+    rows = blocks[blocks.index("### Datasets") + 1].splitlines()[2:]
+    cut = len(rows)
+    assert rows[0] == "| `org.example.new.d0000` | create |  | **1 error** |"
+    assert blocks[blocks.index("### Datasets") + 2] == (
+        f"_and {1000 - cut:,} more changed datasets, {WHOLE_PLAN}_"
+    )
+    listed = blocks[blocks.index("### Policy verdicts") + 1].splitlines()
+    assert listed[0].startswith("- **error** `info-recommended` `org.example.new.d0000`: ")
+    assert listed[-1] == f"- _and {1000 - cut:,} more verdicts, {WHOLE_PLAN}_"
+    assert len(listed) == cut + 1
+    assert blocks[1].startswith("**1 error** · 999 warnings · 1000 to create")
 
 
 # Readability: relative paths, inputs by name --------------------------------------------

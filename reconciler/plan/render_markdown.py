@@ -8,14 +8,18 @@ detail of each changed dataset in a collapsed ``<details>`` section. Paths are r
 to the repository and inputs are named, never ``did:odf`` ids. GitHub refuses comments over 65,536
 characters, so when the comment is too long the detail is folded, biggest first: diff
 bodies become a one-line note, then whole sections become a list of names, then the graph
-goes. The overview (summary table, verdicts, problems) is never folded.
+goes. Last, and only if the overview alone is still too long (hundreds of datasets
+changed at once), its table and its lists of verdicts and problems are cut to as many
+items as fit, errors first, each cut saying how many items it left out and where the
+whole plan is: a comment GitHub refuses shows nothing at all. The summary line, which
+counts every error, is never cut.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .model import (
@@ -53,6 +57,7 @@ GITHUB_COMMENT_LIMIT = 65536
 """The most characters GitHub accepts in an issue or pull-request comment."""
 
 _LOCAL_HINT = "run `reconcile --plan` locally"
+_WHOLE_PLAN = "the whole plan is the run's `plan` artifact (`reconcile show plan.json`)"
 _SEPARATOR = "\n\n"  # between Markdown blocks
 _END = "\n"
 _SEVERITY_MARKS = {Severity.ERROR: "**error**", Severity.WARNING: "warning"}
@@ -104,7 +109,8 @@ def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
         or d.data_waiting
         or d.name in mentioned
     ]
-    return _fit(_Comment(_overview(plan), _graph(plan), sections), limit)
+    comment = _Comment(_overview(plan), _graph(plan), sections)
+    return _fit(comment, limit, lambda cap: _overview(plan, cap))
 
 
 # Escaping ------------------------------------------------------------------------------
@@ -145,18 +151,32 @@ def _table(header: list[str], rows: Iterable[list[str]]) -> str:
 # Overview ------------------------------------------------------------------------------
 
 
-def _overview(plan: Plan) -> list[str]:
-    """Title, summary, datasets, verdicts and problems: the blocks that are never folded."""
+def _overview(plan: Plan, cap: int | None = None) -> list[str]:
+    """Title, summary, datasets, verdicts and problems: the blocks folded last, and then
+    only by cutting the table and the lists to ``cap`` items each."""
     blocks = ["## Reconcile plan", _summary(plan)]
     context = _context(plan)
     if context:
         blocks.append(context)
-    blocks += ["### Datasets", *_datasets(plan)]
+    blocks += ["### Datasets", *_datasets(plan, cap)]
     if plan.verdicts:
-        blocks += ["### Policy verdicts", _verdict_list(plan)]
+        blocks += ["### Policy verdicts", _cut(_verdict_items(plan), cap, "verdict")]
     if plan.problems:
-        blocks += ["### Problems", _problem_list(plan)]
+        blocks += ["### Problems", _cut(_problem_items(plan), cap, "problem")]
     return blocks
+
+
+def _cut(items: list[str], cap: int | None, what: str) -> str:
+    """The list of ``items``, the first ``cap`` of them and a last item saying how many
+    more there are and where they are (None: all of them)."""
+    if cap is None or len(items) <= cap:
+        return "\n".join(items)
+    return "\n".join([*items[:cap], f"- _{_left_out(len(items) - cap, what, cap > 0)}_"])
+
+
+def _left_out(count: int, what: str, more: bool) -> str:
+    left = f"and {counted(count, 'more ' + what)}" if more else counted(count, what)
+    return f"{left}, left out to fit the comment: {_WHOLE_PLAN}"
 
 
 def _summary(plan: Plan) -> str:
@@ -200,7 +220,7 @@ def _context(plan: Plan) -> str:
 _DATASET_HEADER = ["Dataset", "Action", "Class", "Notes"]
 
 
-def _datasets(plan: Plan) -> list[str]:
+def _datasets(plan: Plan, cap: int | None = None) -> list[str]:
     """The table of datasets that change, fail or have data to take in, and a count of
     those left out.
 
@@ -222,7 +242,12 @@ def _datasets(plan: Plan) -> list[str]:
         count += f" ({polled} with a source that may have new data)"
     if not listed:
         return [f"_No dataset changes: {count}._"]
-    blocks = [_table(_DATASET_HEADER, (_dataset_row(d, plan, errors[d.name]) for d in listed))]
+    shown = listed if cap is None else listed[:cap]
+    rows = [_dataset_row(d, plan, errors[d.name]) for d in shown]
+    blocks = [_table(_DATASET_HEADER, rows)] if rows else []
+    if len(shown) < len(listed):
+        left = _left_out(len(listed) - len(shown), "changed dataset", bool(shown))
+        blocks.append(f"_{left}_")
     if unlisted:
         blocks.append(f"_Not listed: {count}._")
     return blocks
@@ -257,25 +282,25 @@ def _notes(dataset: DatasetPlan, plan: Plan, errors: int) -> list[str]:
     return notes
 
 
-def _verdict_list(plan: Plan) -> str:
+def _verdict_items(plan: Plan) -> list[str]:
     """One item per verdict, errors first: a list wraps to any width, where a five-column
     table broke policy names over lines on a 900-pixel page."""
-    return "\n".join(
+    return [
         _item(
             [_SEVERITY_MARKS[severity], _code(v.policy), *_where(v.location, v.dataset)], v.message
         )
         for severity, verdicts in verdicts_by_severity(plan)
         for v in verdicts
-    )
+    ]
 
 
-def _problem_list(plan: Plan) -> str:
+def _problem_items(plan: Plan) -> list[str]:
     """One item per problem, errors first, then the warnings."""
-    return "\n".join(
+    return [
         _problem_item(problem, with_dataset=True)
         for _, problems in problems_by_severity(plan)
         for problem in problems
-    )
+    ]
 
 
 def _problem_item(problem: Problem, with_dataset: bool) -> str:
@@ -495,11 +520,13 @@ class _Comment:
         return _SEPARATOR.join(self.blocks()) + _END
 
 
-def _fit(comment: _Comment, limit: int) -> str:
+def _fit(comment: _Comment, limit: int, overview: Callable[[int], list[str]]) -> str:
     """Fold the comment's detail, largest sections first, until it fits in ``limit``.
 
     First each section's diffs give way to notes, then whole sections to a list of
-    names, and last the graph; each step is taken only while the comment is too long.
+    names, then the graph, and last the overview's table and lists are cut to the most
+    items each that fit (``overview(cap)``); each step is taken only while the comment
+    is too long.
     """
     by_size = sorted(range(len(comment.sections)), key=lambda i: -len(comment.sections[i].full))
     for stage in (comment.folded, comment.dropped):
@@ -508,4 +535,11 @@ def _fit(comment: _Comment, limit: int) -> str:
                 return comment.render()
             stage.add(i)
     comment.graph_folded = comment.size() > limit
+    if comment.size() > limit:
+        low, high = 0, len(comment.overview) + sum(b.count("\n") for b in comment.overview)
+        while low < high:  # the largest cap that fits (a cap of 0 keeps only the notes)
+            middle = (low + high + 1) // 2
+            comment.overview = overview(middle)
+            low, high = (middle, high) if comment.size() <= limit else (low, middle - 1)
+        comment.overview = overview(low)
     return comment.render()
