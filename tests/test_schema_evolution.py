@@ -208,6 +208,9 @@ def test_a_column_inserted_in_the_middle_of_a_read_schema_is_appended_at_the_end
         ChangeClass.COMPATIBLE,
         ("adds nullable columns: wind",),
     )
+    # The plan shows the columns in the order apply writes them: wind last.
+    assert change.schema is not None and change.schema.after is not None
+    assert [c.name for c in change.schema.after] == ["observed_at", "station", "temp", "wind"]
     source(repo, "obs-2.csv", "observed_at,wind,station,temp\n2026-01-02T00:00:00Z,7.0,a,3.5\n")
     assert run(repo, 2) == {OBS: Status.UPDATED, ALL: Status.UPDATED}
     source(repo, "obs-3.csv", "observed_at,wind,station,temp\n2026-01-03T00:00:00Z,,b,4.5\n")

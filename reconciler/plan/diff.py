@@ -240,22 +240,33 @@ def read_schema_change(old: SourceEvent | None, new: SourceEvent) -> SchemaChang
 def schema_change(
     before: tuple[Column, ...] | None, after: tuple[Column, ...] | None
 ) -> SchemaChange:
-    """Added, removed, retyped and nullability-changed columns, matched by name."""
+    """Added, removed, retyped and nullability-changed columns, matched by name.
+
+    A change that only adds columns is appended to the chain as a schema that keeps the
+    existing columns in their order and puts the new ones last (kamu 0.254+; matched
+    by name, wherever the manifest writes them), so ``after`` is given in that order: the
+    order apply writes. Any other change recreates the dataset in the declared order."""
     old = {c.name: c for c in before or ()}
     new = {c.name: c for c in after or ()}
+    added = tuple(n for n in new if n not in old)
+    removed = tuple(n for n in old if n not in new)
+    retyped = tuple(
+        (n, old[n].type, new[n].type) for n in new if n in old and old[n].type != new[n].type
+    )
+    nullability = tuple(
+        (n, old[n].nullable, new[n].nullable)
+        for n in new
+        if n in old and old[n].nullable != new[n].nullable
+    )
+    if before and after and added and not (removed or retyped or nullability):
+        after = (*(new[n] for n in old), *(new[n] for n in added))
     return SchemaChange(
         before=before,
         after=after,
-        added=tuple(n for n in new if n not in old),
-        removed=tuple(n for n in old if n not in new),
-        retyped=tuple(
-            (n, old[n].type, new[n].type) for n in new if n in old and old[n].type != new[n].type
-        ),
-        nullability=tuple(
-            (n, old[n].nullable, new[n].nullable)
-            for n in new
-            if n in old and old[n].nullable != new[n].nullable
-        ),
+        added=added,
+        removed=removed,
+        retyped=retyped,
+        nullability=nullability,
     )
 
 
