@@ -24,6 +24,7 @@ from .commands.common import (
     is_repository,
     not_a_repository,
     parse_time,
+    route_logging,
     usage_error,
 )
 from .commands.options import (
@@ -119,6 +120,7 @@ def reconcile(
     ctx.obj = session = Session(
         config, system_time=when, fetch_uncacheable=fetch_uncacheable, quiet=quiet, verbose=verbose
     )
+    route_logging(verbose)
     session.override(None, False, lock_timeout)
     options = RunOptions(plan, output_format, out, detailed_exitcode, base, prune, select, yes)
     options = replace(options, commit=commit, push=push, push_retries=push_retries)

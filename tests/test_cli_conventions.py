@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -435,6 +436,57 @@ def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
     ]
     assert repo.odf.names() == [A]
     assert check_integrity(repo.odf.dataset(A)) == []
+
+
+def test_sigterm_stops_after_the_dataset_at_hand_as_ctrl_c_does(tmp_path: Path) -> None:
+    """What a service manager, a container runtime or a CI runner's cancel sends."""
+    repo = build(tmp_path / "repo")
+    running = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert running.stdout is not None
+    for line in running.stdout:
+        if line.endswith(f"START {A}\n"):
+            running.send_signal(signal.SIGTERM)
+            break
+    stdout, stderr = running.communicate(timeout=600)
+    assert running.returncode == 130, stdout + stderr
+    assert stderr.splitlines()[-2:] == [
+        "stopping after the current dataset (SIGTERM again to stop at once)",
+        f"interrupted: stopped after {A}; every chain is valid",
+    ]
+    assert repo.odf.names() == [A]
+    assert check_integrity(repo.odf.dataset(A)) == []
+
+
+def test_a_second_ctrl_c_stops_at_once_without_a_traceback(tmp_path: Path) -> None:
+    """The second Ctrl-C interrupts a call into the JVM: py4j logs that with a traceback,
+    which without -v must not reach the terminal. The dataset at hand is rolled back."""
+    repo = build(tmp_path / "repo")
+    running = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert running.stdout is not None
+    for line in running.stdout:
+        if line.endswith(f"START {A}\n"):
+            running.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            running.send_signal(signal.SIGINT)
+            break
+    stdout, stderr = running.communicate(timeout=600)
+    assert running.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "ERROR:" not in stderr, stderr
+    assert stderr.splitlines()[-1].startswith("interrupted: stopped ")
+    for name in repo.odf.names():
+        assert check_integrity(repo.odf.dataset(name)) == []
 
 
 def test_init_works_outside_a_repository_and_names_each_file_then_refuses_a_second_time(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import sys
 import time
@@ -189,6 +190,36 @@ class Session:
             source_roots=self.config.source_roots,
             scratch=self.config.work_dir,
         )
+
+
+class _OwnWarnings(logging.Handler):
+    """``warning: …`` on the standard error of the moment (a test's runner swaps it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"warning: {record.getMessage()}\n")
+
+
+_ROUTE = "reconciler"
+
+
+def route_logging(verbose: bool) -> None:
+    """What Python's logging shows on the terminal. Without ``-v``, the reconciler's own
+    warnings only; a library's records are dropped (py4j logs a traceback through the
+    root logger when a second Ctrl-C interrupts a call into the JVM, and no traceback
+    reaches the terminal without ``-v``). With ``-v``, every record, as logging's own
+    defaults print them. Called once per command; a second call replaces the first."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == _ROUTE]:
+        root.removeHandler(handler)
+    chosen: logging.Handler
+    if verbose:
+        chosen = logging.StreamHandler()
+        chosen.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    else:
+        chosen = _OwnWarnings(logging.WARNING)
+        chosen.addFilter(lambda record: record.name.startswith("reconciler."))
+    chosen.set_name(_ROUTE)
+    root.addHandler(chosen)
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:

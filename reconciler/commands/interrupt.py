@@ -1,9 +1,11 @@
-"""Ctrl-C during an apply: finish the dataset at hand, then stop.
+"""Ctrl-C (or SIGTERM) during an apply: finish the dataset at hand, then stop.
 
 A dataset's pull is all or nothing, so stopping between datasets leaves every chain valid
 and loses no finished work. The first Ctrl-C asks for that stop; a second one stops at
-once (the dataset at hand is rolled back by its pull). pyspark installs its own handler
-when it starts, so ``restore`` puts ours back after the engine's start.
+once (the dataset at hand is rolled back by its pull). SIGTERM, what a service manager,
+a container runtime or a CI runner's cancel sends, is taken the same way, as Terraform
+takes it. pyspark installs its own handler when it starts, so ``restore`` puts ours back
+after the engine's start.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ def _handle(signum: int, frame: FrameType | None) -> None:
     if _stop.requested:
         raise KeyboardInterrupt
     _stop.requested = True
-    sys.stderr.write("stopping after the current dataset (Ctrl-C again to stop at once)\n")
+    again = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+    sys.stderr.write(f"stopping after the current dataset ({again} again to stop at once)\n")
     sys.stderr.flush()
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
@@ -43,16 +49,18 @@ def at_boundaries() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # signals reach only the main thread; there is nothing to catch here
         return
-    previous = signal.signal(signal.SIGINT, _handle)
+    previous = [signal.signal(number, _handle) for number in _SIGNALS]
     _stop.requested, _stop.active = False, True
     try:
         yield
     finally:
         _stop.active = False
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in zip(_SIGNALS, previous, strict=True):
+            signal.signal(number, handler)
 
 
 def restore() -> None:
-    """Put our handler back if pyspark replaced it while we were catching Ctrl-C."""
+    """Put our handlers back if pyspark replaced them while we were catching Ctrl-C."""
     if _stop.active and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _handle)
+        for number in _SIGNALS:
+            signal.signal(number, _handle)
