@@ -118,7 +118,12 @@ def reconcile(
         raise fail(f"error: {e}") from None
     when = parse_time(system_time) if system_time else None
     ctx.obj = session = Session(
-        config, system_time=when, fetch_uncacheable=fetch_uncacheable, quiet=quiet, verbose=verbose
+        config,
+        system_time=when,
+        fetch_uncacheable=fetch_uncacheable,
+        quiet=quiet,
+        verbose=verbose,
+        directory=directory,
     )
     route_logging(verbose)
     session.override(None, False, lock_timeout)
@@ -141,6 +146,9 @@ def _plan_or_apply(session: Session, options: RunOptions) -> None:
     """Each command's body is imported when it runs, not with the app: a plan never
     loads the apply's engine, and ``--help`` loads neither."""
     check_combination(options)
+    options = replace(
+        options, out=session.at(options.out), saved_plan=session.at(options.saved_plan)
+    )
     if options.plan_only:
         from .commands import plan as plan_command
 
@@ -269,7 +277,7 @@ def sql(
     """
     from .commands import sql as sql_command
 
-    sql_command.run(ctx.obj, query, output_format, out, limit, select)
+    sql_command.run(ctx.obj, query, output_format, ctx.obj.at(out), limit, select)
 
 
 @app.command()
@@ -295,11 +303,15 @@ def push(
     source: Annotated[
         str | None, typer.Option("--source", help="Push source name, if there are several.")
     ] = None,
+    lock_timeout: LockTimeoutOption = None,
 ) -> None:
     """Ingest a file through one of a root dataset's push sources (AddPushSource)."""
     from .commands import push as push_command
 
-    push_command.run(ctx.obj, name, file, source)
+    session: Session = ctx.obj
+    session.override(None, False, lock_timeout)
+    path = file if file == "-" else str(session.at(Path(file)))
+    push_command.run(session, name, path, source)
 
 
 @app.command()
@@ -352,6 +364,7 @@ def gc(
 
 @app.command()
 def show(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A plan written by plan --format json --out.")],
     output_format: FormatOption = OutputFormat.TEXT,
     out: OutOption = None,
@@ -359,7 +372,8 @@ def show(
     """Render a saved JSON plan again, as text, Markdown or JSON (like terraform show)."""
     from .commands import show as show_command
 
-    show_command.run(file, output_format, out)
+    session: Session = ctx.obj
+    show_command.run(session.at(file), output_format, session.at(out))
 
 
 @app.command()

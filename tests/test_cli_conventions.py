@@ -200,6 +200,39 @@ def test_quiet_plan_prints_only_its_errors_and_its_summary_line(copy: Path) -> N
     assert full[-1].endswith(" 1 error, 1 warning.")
 
 
+def test_paths_given_with_c_are_taken_from_its_directory(copy: Path) -> None:
+    """Like ``git -C``: ``reconcile -C repo plan --out p.json`` writes repo/p.json, and
+    ``show``, ``apply PLAN`` and ``sql --out`` read and write there too."""
+
+    def run_in_parent(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "reconciler", "-C", copy.name, *args],
+            cwd=copy.parent,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+
+    planned = run_in_parent("plan", "--format", "json", "--out", "p.json")
+    assert planned.returncode == 0, planned.stderr
+    assert (copy / "p.json").is_file() and not (copy.parent / "p.json").exists()
+    shown = run_in_parent("show", "p.json", "--format", "markdown", "--out", "p.md")
+    assert shown.returncode == 0, shown.stderr
+    assert (copy / "p.md").read_text().startswith("## Reconcile plan")
+    applied = run_in_parent("apply", "p.json", "--system-time", WHEN)
+    assert applied.returncode == 0, applied.stderr
+    queried = run_in_parent("sql", f"SELECT a FROM `{A}`", "--format", "csv", "--out", "a.csv")
+    assert queried.returncode == 0, queried.stderr
+    assert (copy / "a.csv").read_text() == "a\n1\n2\n"
+
+
+def test_push_takes_lock_timeout_after_the_command(copy: Path) -> None:
+    result = cli(copy, "push", A, "-", "--lock-timeout", "5")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"error: {A}: "), result.output
+
+
 def test_a_folder_that_is_no_repository_is_an_error_saying_so(tmp_path: Path) -> None:
     for args in ([], ["plan"], ["verify"], ["lineage"]):
         result = cli(tmp_path, *args)

@@ -26,7 +26,8 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
 
 import typer
 from typer._click.core import Context
@@ -85,6 +86,17 @@ class Session:
     lock_timeout: float = 0.0
     verbose: bool = False
     started: float = field(default_factory=time.monotonic)
+    directory: Path = Path(".")
+    """Where the command runs as if started (``-C``): relative paths given are taken
+    from there, as ``git -C`` takes them."""
+
+    @overload
+    def at(self, path: Path) -> Path: ...
+    @overload
+    def at(self, path: None) -> None: ...
+    def at(self, path: Path | None) -> Path | None:
+        """A path given on the command line, taken from ``-C``'s directory."""
+        return None if path is None or path.is_absolute() else self.directory / path
 
     @property
     def odf(self) -> OdfRepository:
