@@ -190,6 +190,40 @@ def test_a_query_whose_output_holds_a_variant_fails_the_plan(repo: GitOpsRepo) -
     assert (b["query"]["ok"], b["query"]["error"]) == (False, refused)
 
 
+def test_a_query_whose_input_failed_its_own_check_is_said_not_analysed(
+    repo: GitOpsRepo,
+) -> None:
+    """b's query breaks on a's renamed column; c reads a and b, so its output cannot be
+    known: it is not left looking unchanged, it gets a warning saying why."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    _write_reader(repo, "SELECT event_time, b FROM `org.example.a`")
+    both = "SELECT x.event_time, x.b, y.b AS c FROM `org.example.a` x JOIN `org.example.b` y ON x.b = y.b"
+    repo.write(
+        "org.example.c",
+        manifest(
+            "org.example.c",
+            "Derivative",
+            derivative_events(["org.example.a", "org.example.b"], both),
+        ),
+    )
+    repo.apply()
+    repo.write(
+        "org.example.a",
+        "# reconcile: allow-breaking-change: b is renamed\n"
+        + manifest("org.example.a", "Root", root_events(schema="[a BIGINT, renamed STRING]")),
+    )
+    code, document = plan_json(repo)
+    assert code == 1
+    messages = {(p["dataset"], p["severity"], p["message"]) for p in document["problems"]}
+    assert (
+        "org.example.c",
+        "warning",
+        "its query was not analysed: org.example.b failed its own query check, so its output"
+        " is unknown; fix that first",
+    ) in messages
+    assert any(d == "org.example.b" and sev == "error" for d, sev, _ in messages)
+
+
 def test_a_valid_changed_query_shows_its_output_schema_change(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     _write_reader(repo, "SELECT event_time, a, b FROM `org.example.a`")

@@ -96,7 +96,9 @@ class Session:
     def at(self, path: None) -> None: ...
     def at(self, path: Path | None) -> Path | None:
         """A path given on the command line, taken from ``-C``'s directory."""
-        return None if path is None or path.is_absolute() else self.directory / path
+        if path is None or path.is_absolute():
+            return path
+        return self.directory / path
 
     @property
     def odf(self) -> OdfRepository:

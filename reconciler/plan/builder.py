@@ -354,8 +354,10 @@ class _QueryChecker:
             return self._check_preprocess(plan, ds)
         if transform.engine != ENGINE:
             return plan  # other engines are problems of their own
-        inputs = {alias: self.output_of(name) for alias, name in self._aliases(ds.snapshot)}
+        aliases = self._aliases(ds.snapshot)
+        inputs = {alias: self.output_of(name) for alias, name in aliases}
         if any(cols is None for cols in inputs.values()):
+            self._not_analysed(ds, [name for alias, name in aliases if inputs[alias] is None])
             return plan
         check = self._validate(
             ds.name, {a: c for a, c in inputs.items() if c is not None}, transform
@@ -370,6 +372,22 @@ class _QueryChecker:
         if refused is not None:  # what the run would refuse: its output, not the query
             return replace(plan, query=replace(check, ok=False, error=refused, step="output"))
         return self._with_output_change(plan, check, ds)
+
+    def _not_analysed(self, ds: DesiredDataset, unknown: Sequence[str]) -> None:
+        """A warning that a query due for analysis was not analysed, because an input's
+        query failed its own check: the reviewer learns that more may be broken (dbt
+        skips a model whose upstream failed, and says so)."""
+        failed = sorted({name for name in unknown if name in self.checked})
+        if failed:
+            self.problems.append(
+                Problem(
+                    f"its query was not analysed: {', '.join(failed)} failed its own query"
+                    " check, so its output is unknown; fix that first",
+                    dataset=ds.name,
+                    location=Location(str(ds.loaded.file)),
+                    severity=Severity.WARNING,
+                )
+            )
 
     def _validate(
         self, name: str, inputs: Mapping[str, Sequence[Column]], transform: models.TransformSql
