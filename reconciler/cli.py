@@ -287,7 +287,7 @@ def log(
     output_format: Annotated[
         LogFormat, typer.Option("--format", "--output", "-o", help="text, yaml or json.")
     ] = LogFormat.TEXT,
-    limit: Annotated[int | None, typer.Option(help="Show at most this many blocks.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Show at most this many blocks.")] = None,
 ) -> None:
     """Show a dataset's metadata chain, newest block first."""
     from .commands import log as log_command

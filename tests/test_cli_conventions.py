@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
 import shutil
 import signal
@@ -231,6 +232,25 @@ def test_push_takes_lock_timeout_after_the_command(copy: Path) -> None:
     result = cli(copy, "push", A, "-", "--lock-timeout", "5")
     assert result.exit_code == 1, result.output
     assert result.output.startswith(f"error: {A}: "), result.output
+
+
+def test_options_that_cannot_apply_are_usage_errors(applied: tuple[Path, Result]) -> None:
+    root = applied[0]
+    for args, message in (
+        (
+            ["apply", "--detailed-exitcode"],
+            "--detailed-exitcode is a plan's: use it with reconcile plan",
+        ),
+        (["--detailed-exitcode"], "--detailed-exitcode is a plan's: use it with reconcile plan"),
+        (
+            ["log", A, "--limit", "0"],
+            "Invalid value for '--limit': Input should be greater than or equal to 1",
+        ),
+        (["verify", A, "-s", D], "the names given and --select have no dataset in common"),
+    ):
+        result = cli(root, *args)
+        assert result.exit_code == 64, (args, result.output)
+        assert result.output.splitlines()[-1] == f"Error: {message}", args
 
 
 def test_a_folder_that_is_no_repository_is_an_error_saying_so(tmp_path: Path) -> None:
@@ -520,6 +540,34 @@ def test_a_second_ctrl_c_stops_at_once_without_a_traceback(tmp_path: Path) -> No
     assert stderr.splitlines()[-1].startswith("interrupted: stopped ")
     for name in repo.odf.names():
         assert check_integrity(repo.odf.dataset(name)) == []
+
+
+def test_the_prompt_takes_no_answer_as_no(tmp_path: Path) -> None:
+    """On a terminal apply asks before changing metadata; end of input (Ctrl-D) is "no",
+    said as a cancelled apply, not as click's bare 'Aborted!'. Nothing is written."""
+    repo = build(tmp_path / "repo")
+    terminal, their_end = pty.openpty()
+    running = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "apply"],
+        stdin=their_end,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    os.close(their_end)
+    assert running.stderr is not None
+    asked = b""
+    while b"Apply these changes? [y/N]:" not in asked:
+        piece = os.read(running.stderr.fileno(), 256)
+        assert piece, asked
+        asked += piece
+    os.write(terminal, b"\x04")
+    stdout, stderr = running.communicate(timeout=600)
+    os.close(terminal)
+    assert running.returncode == 1
+    assert b"Aborted" not in stderr
+    assert stderr.decode().splitlines()[-1] == "error: apply cancelled: nothing was written"
+    assert stdout.decode().splitlines()[-1].lstrip().startswith("nothing applied in ")
+    assert not (repo.root / "odf").exists() or repo.odf.names() == []
 
 
 def test_init_works_outside_a_repository_and_names_each_file_then_refuses_a_second_time(

@@ -1098,3 +1098,15 @@ def test_an_unknown_input_id_stays_an_id() -> None:
     plan = Plan(datasets=(dataclasses.replace(DAILY, events=(new_transform,), query=None),))
     diff = next(b for b in markdown_blocks(render_markdown(plan)) if b.startswith("```diff"))
     assert diff.splitlines()[2:4] == ["+ inputs:", f"+ - datasetRef: {DID_TICKS}"]
+
+
+def test_a_problem_of_a_whole_file_has_no_empty_field_in_text() -> None:
+    plan = Plan(
+        datasets=(),
+        problems=(
+            Problem("file holds no YAML document", location=Location("d/e.yaml", 1, 1), field=""),
+        ),
+    )
+    assert (
+        "  d/e.yaml:1:1: file holds no YAML document" in render_text(plan, color=False).splitlines()
+    )

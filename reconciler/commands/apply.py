@@ -164,7 +164,11 @@ def _confirmed(shown: Plan, yes: bool) -> bool:
     )
     if yes or not changes or not sys.stdin.isatty():
         return True
-    return typer.confirm("Apply these changes?", default=False, err=True)
+    try:
+        return typer.confirm("Apply these changes?", default=False, err=True)
+    except typer.Abort:  # no answer (end of input): the same as "no"
+        typer.echo("", err=True)
+        return False
 
 
 def _execute(

@@ -193,6 +193,8 @@ def check_combination(options: RunOptions) -> None:
         raise usage_error(f"{loop[0]} applies: it cannot go with --plan")
     if options.push and not options.commit:
         raise usage_error("--push pushes the commit of --commit: add --commit")
+    if options.detailed_exitcode and not options.plan_only:
+        raise usage_error("--detailed-exitcode is a plan's: use it with reconcile plan")
     if options.saved_plan is not None and (options.base or options.prune or options.select):
         raise usage_error(
             "a saved plan keeps the --base, --prune and --select it was made with: "

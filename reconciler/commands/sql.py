@@ -19,7 +19,7 @@ from ..inspection.sql import (
 )
 from ..lineage.graph import lineage_graph
 from ..writer.scratch import scratch_dir
-from .common import JavaNotFound, Session, fail, selection
+from .common import JavaNotFound, Session, fail, selection, usage_error
 from .options import SqlFormat
 
 
@@ -33,7 +33,7 @@ def run(
 ) -> None:
     """Print (or save) the result; errors are one ``error:`` line with exit 1."""
     if output_format is SqlFormat.PARQUET and out is None:
-        raise fail("error: --format parquet needs --out FILE")
+        raise usage_error("--format parquet needs --out FILE")
     if out is not None and out.resolve().is_relative_to(session.config.odf_dir.resolve()):
         raise fail(f"error: {out}: will not write into the ODF repository")
     if out is not None and not out.resolve().parent.is_dir():  # before the query runs

@@ -61,6 +61,8 @@ def run(
 
         graph = {n: node.inputs for n, node in lineage_graph(session.config).nodes.items()}
         picked = selection(graph, select) or frozenset()
+        if names and not picked.intersection(names):
+            raise usage_error("the names given and --select have no dataset in common")
         chosen = [n for n in chosen if n in picked]
     check: Callable[[str], Verdict]
     if base is not None:

@@ -164,7 +164,7 @@ def _query(query: QueryCheck) -> list[Line]:
 
 def _where(*parts: object) -> str:
     """Parts joined compiler-style (``file:line:col: dataset: message``), absent ones skipped."""
-    return ": ".join(str(p) for p in parts if p is not None)
+    return ": ".join(str(p) for p in parts if p is not None and p != "")
 
 
 def _verdicts(plan: Plan, severities: tuple[Severity, ...]) -> list[Line]:
