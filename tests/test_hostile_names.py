@@ -9,6 +9,7 @@ nothing, inside the repository or beside it. A repository without ``policies/`` 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from hostile import GOOD_NAME, Hostile, assert_refused, build
 
 from reconciler.config import RepoConfig
 from reconciler.plan.model import Location, Problem
+from reconciler.plan.render_text import render_text
 from reconciler.planning.compose import PlanRequest, make_plan
 
 GRAMMAR = "is not a valid dataset name"
@@ -257,3 +259,19 @@ def test_a_name_refused_by_the_grammar_is_refused_without_any_policy(tmp_path: P
             field="content.name",
         )
     ]
+
+
+def test_a_duplicate_s_other_manifest_is_shown_relative_to_the_repository(
+    tmp_path: Path,
+) -> None:
+    """The plan as rendered names files relative to the repository, in messages too:
+    a CI runner's checkout folder means nothing to the reviewer."""
+    root_dir, _ = build(tmp_path, DUPLICATES[0])
+    plan = make_plan(RepoConfig.load(root_dir), PlanRequest())
+    text = render_text(replace(plan, root=str(root_dir)), color=False)
+    assert (
+        "  datasets/b.yaml:4:9: ORG.Example.Dup: content.name: dataset 'ORG.Example.Dup' is"
+        " defined twice (also in datasets/a.yaml:4 as 'org.example.dup'; names are"
+        " case-insensitive)"
+    ) in text.splitlines()
+    assert str(root_dir) not in text

@@ -297,10 +297,13 @@ def relative_paths(plan: Plan) -> Plan:
     A plan computed in CI would otherwise show the runner's checkout folder in every
     path; relative paths are also what GitHub needs to point at a file in a pull request.
     Paths outside the root, and every path when the root is unknown, are kept as given.
+    A message naming a file under the root (a duplicate's other manifest, a policy file)
+    names it relative to the root too.
     """
     if plan.root is None:
         return plan
     root = PurePath(plan.root)
+    prefix = f"{root.as_posix()}/"
 
     def relative(location: Location | None) -> Location | None:
         if location is None:
@@ -316,10 +319,16 @@ def relative_paths(plan: Plan) -> Plan:
             dataclasses.replace(d, manifest=relative(d.manifest)) for d in plan.datasets
         ),
         verdicts=tuple(
-            dataclasses.replace(v, location=relative(v.location)) for v in plan.verdicts
+            dataclasses.replace(
+                v, location=relative(v.location), message=v.message.replace(prefix, "")
+            )
+            for v in plan.verdicts
         ),
         problems=tuple(
-            dataclasses.replace(p, location=relative(p.location)) for p in plan.problems
+            dataclasses.replace(
+                p, location=relative(p.location), message=p.message.replace(prefix, "")
+            )
+            for p in plan.problems
         ),
     )
 
