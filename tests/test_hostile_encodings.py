@@ -58,6 +58,15 @@ BYTES = [
     case("utf16-with-bom", VALID.encode("utf-16"), "file is UTF-16 (byte-order mark)", 1),
     case("utf32-with-bom", VALID.encode("utf-32"), "file is UTF-32 (byte-order mark)", 1),
     case(
+        "bidi-override-in-a-description",
+        VALID.replace("kind: Root", "kind: Root # \u202eedoc\u202c"),
+        "bidirectional control character U+202E is not allowed",
+        5,
+    ),
+    case(
+        "bidi-isolate", spliced(2, "# \u2066x\u2069\n"), "bidirectional control character U+2066", 2
+    ),
+    case(
         "utf8-with-bom",
         VALID.encode("utf-8-sig"),
         "file starts with a byte-order mark; manifests are UTF-8 without one",

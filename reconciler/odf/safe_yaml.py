@@ -53,6 +53,9 @@ YamlLoader.yaml_implicit_resolvers = {
 # Characters outside YAML's printable set (YAML 1.1 §5.1): C0 controls but tab and line
 # breaks, DEL, C1 controls but NEL, surrogates and the two non-characters U+FFFE/U+FFFF.
 _UNPRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The embeddings, overrides and isolates of Unicode's bidirectional algorithm ("Trojan
+# Source", CVE-2021-42574); the marks U+200E/U+200F, which right-to-left text uses, stay.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 _WIDE_BOMS = {
     b"\x00\x00\xfe\xff": "UTF-32",
     b"\xff\xfe\x00\x00": "UTF-32",
@@ -127,6 +130,14 @@ def decode(data: bytes, *, document: str = "manifest") -> str:
         message = f"control character U+{ord(char):04X} is not allowed in YAML"
         if char == "\0":
             message += " (a binary file, or UTF-16 without a byte-order mark?)"
+        raise UnsafeYamlError(_flaw_at(text, found.start(), message))
+    found = _BIDI.search(text)
+    if found is not None:
+        message = (
+            f"bidirectional control character U+{ord(found.group()):04X} is not allowed: it"
+            " makes text display in another order than it is read (a reviewer would not see"
+            " what the file says)"
+        )
         raise UnsafeYamlError(_flaw_at(text, found.start(), message))
     if bad is not None:
         byte = bad.object[bad.start]
