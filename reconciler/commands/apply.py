@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import typer
 
-from ..apply.outcome import Outcome
+from ..apply.outcome import Outcome, Status
 from ..apply.run import apply_plan
 from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
@@ -223,6 +223,13 @@ def _execute(
         result.interrupted = True
         result.error = f"interrupted: stopped {where}; every chain is valid"
         code = EXIT_INTERRUPTED
+        # The datasets the plan had that did not run (the one at hand rolled back, if a
+        # second Ctrl-C stopped it) are in the result and the summary too, as skipped.
+        done = {f.outcome.dataset for f in finished}
+        for name in (n for n in names if n not in done):
+            left = Finished(Outcome(name, Status.SKIPPED, message="not run: interrupted"), 0.0)
+            finished.append(left)
+            result.datasets.append(applied(left))
     except JavaNotFound as e:
         result.error = str(e)
         code = EXIT_FAILED
