@@ -460,12 +460,11 @@ def test_a_missing_java_is_one_line_and_exit_1(
     assert normal(done.stdout) == ["0 datasets: 0 valid in N s"]
 
 
-def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
-    tmp_path: Path,
-) -> None:
-    repo = build(tmp_path / "repo")
+def interrupted(root: Path, *signals: signal.Signals) -> subprocess.CompletedProcess[str]:
+    """An apply of ``root`` sent ``signals`` (half a second apart) once its first
+    dataset has started."""
     running = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
+        [sys.executable, "-m", "reconciler", "-C", str(root), "--system-time", WHEN],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -474,17 +473,27 @@ def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
     assert running.stdout is not None
     for line in running.stdout:
         if line.endswith(f"START {A}\n"):
-            running.send_signal(signal.SIGINT)
+            for number, sent in enumerate(signals):
+                time.sleep(0.5 if number else 0)
+                running.send_signal(sent)
             break
     stdout, stderr = running.communicate(timeout=600)
-    assert running.returncode == 130, stdout + stderr
-    assert stderr.splitlines() == [
+    return subprocess.CompletedProcess(running.args, running.returncode, stdout, stderr)
+
+
+def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
+    tmp_path: Path,
+) -> None:
+    repo = build(tmp_path / "repo")
+    done = interrupted(repo.root, signal.SIGINT)
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
         "analysing 2 queries on Spark…",
         "stopping after the current dataset (Ctrl-C again to stop at once)",
         f"interrupted: stopped after {A}; every chain is valid",
     ]
     # The datasets that did not run are counted as skipped, not left out.
-    assert normal(stdout)[-2:] == [
+    assert normal(done.stdout)[-2:] == [
         f"HH:MM:SS OK    {A} created: 6 blocks (4 metadata), 2 records in N s",
         "4 datasets: 1 created (2 records), 3 skipped in N s",
     ]
@@ -495,21 +504,9 @@ def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
 def test_sigterm_stops_after_the_dataset_at_hand_as_ctrl_c_does(tmp_path: Path) -> None:
     """What a service manager, a container runtime or a CI runner's cancel sends."""
     repo = build(tmp_path / "repo")
-    running = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    assert running.stdout is not None
-    for line in running.stdout:
-        if line.endswith(f"START {A}\n"):
-            running.send_signal(signal.SIGTERM)
-            break
-    stdout, stderr = running.communicate(timeout=600)
-    assert running.returncode == 130, stdout + stderr
-    assert stderr.splitlines()[-2:] == [
+    done = interrupted(repo.root, signal.SIGTERM)
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-2:] == [
         "stopping after the current dataset (SIGTERM again to stop at once)",
         f"interrupted: stopped after {A}; every chain is valid",
     ]
@@ -521,24 +518,10 @@ def test_a_second_ctrl_c_stops_at_once_without_a_traceback(tmp_path: Path) -> No
     """The second Ctrl-C interrupts a call into the JVM: py4j logs that with a traceback,
     which without -v must not reach the terminal. The dataset at hand is rolled back."""
     repo = build(tmp_path / "repo")
-    running = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    assert running.stdout is not None
-    for line in running.stdout:
-        if line.endswith(f"START {A}\n"):
-            running.send_signal(signal.SIGINT)
-            time.sleep(0.5)
-            running.send_signal(signal.SIGINT)
-            break
-    stdout, stderr = running.communicate(timeout=600)
-    assert running.returncode == 130, stdout + stderr
-    assert "Traceback" not in stderr and "ERROR:" not in stderr, stderr
-    assert stderr.splitlines()[-1].startswith("interrupted: stopped ")
+    done = interrupted(repo.root, signal.SIGINT, signal.SIGINT)
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "ERROR:" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("interrupted: stopped ")
     for name in repo.odf.names():
         assert check_integrity(repo.odf.dataset(name)) == []
 
