@@ -106,7 +106,11 @@ NAMES = [
     bad_name("percent-encoded-dots", "%2e%2e"),
     bad_name("non-ascii-letter", "données.météo"),
     bad_name("fullwidth-letters", "\uff4f\uff52\uff47.example"),
-    bad_name("right-to-left-override", "org.\u202eelpmaxe"),
+    bad_name(
+        "right-to-left-override",
+        "org.\u202eelpmaxe",
+        "bidirectional control character U+202E is not allowed",  # refused before parsing
+    ),
     bad_name("zero-width-space", "org.\u200bexample"),
     bad_name("emoji", "org.example.\U0001f4a9"),
     bad_name("delete-character", "org.example\x7f"),
