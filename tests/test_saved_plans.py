@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from gitops_repo import GitOpsRepo, manifest, root_events
+from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
 from test_cli_apply import run
 
 A = "org.example.a"
@@ -216,3 +216,21 @@ def test_a_saved_plan_of_a_selection_applies_that_selection_only(
     assert repo.odf.dataset(A).head() == a_before
     assert repo.odf.dataset(B).exists()
     assert [d.action.value for d in repo.plan().datasets] == ["update", "unchanged"]
+
+
+def test_a_stale_saved_plan_is_refused_before_its_queries_are_analysed_again(
+    tmp_path: Path,
+) -> None:
+    """A changed query is analysed on Spark when a plan is made; a saved plan whose
+    manifests moved is refused before that (no engine start, no 'analysing' line)."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    repo.write(A, described("Example data"))
+    query = f"SELECT event_time, a FROM `{A}`"
+    repo.write(B, manifest(B, "Derivative", derivative_events([A], query)))
+    repo.commit("a and a reader")
+    path = tmp_path / "plan.json"
+    planned = run(repo.root, "plan", "--format", "json", "--out", str(path))
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stderr.startswith("analysing 1 query on Spark")
+    repo.write(A, described("Readings, corrected"))
+    assert_refused(repo, path, f"manifest datasets/{A}.yaml changed")

@@ -83,15 +83,27 @@ def replay(session: Session, path: Path) -> tuple[Planned, str]:
         saved = saved_plan.load(path)
     except saved_plan.SavedPlanError as e:
         raise fail(f"error: {e}") from None
+    # What it was made from is compared first, before any query is analysed again: a
+    # stale plan is refused in a moment rather than after the engine's start.
+    try:
+        moved = fingerprints.differences(
+            saved.fingerprints, fingerprints.take(session.config, saved.base_ref)
+        )
+    except GitError as e:
+        raise fail(f"error: {e}") from None
+    _refuse_if_stale(path, moved)
     request = PlanRequest(base_ref=saved.base_ref, prune=saved.prune)
     full = make(session, request, None).full
     chosen = saved.selection
     shown = full if chosen is None else restrict(full, chosen)
-    differences = saved_plan.stale(saved, shown)
+    _refuse_if_stale(path, saved_plan.stale(saved, shown))
+    return Planned(full, shown, chosen), saved.digest
+
+
+def _refuse_if_stale(path: Path, differences: list[str]) -> None:
     if differences:
         listed = "".join(f"\n  - {d}" for d in differences)
         raise fail(f"error: the saved plan {path} is stale; nothing was applied:{listed}")
-    return Planned(full, shown, chosen), saved.digest
 
 
 def digest(plan: Plan) -> str:
