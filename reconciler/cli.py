@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from .commands.common import (
     ReconcileGroup,
@@ -133,9 +134,11 @@ def reconcile(
     command = ctx.invoked_subcommand
     misplaced = options.given()
     if command is not None and misplaced:
-        raise usage_error(
-            f"{misplaced[0]} goes after the command: reconcile {command} {misplaced[0]}"
-        )
+        flag = misplaced[0]
+        sub = ctx.command.get_command(ctx, command) if isinstance(ctx.command, TyperGroup) else None
+        takes = sub is not None and any(flag in p.opts for p in sub.params)
+        where = f"goes after the command: reconcile {command} {flag}"
+        raise usage_error(f"{flag} {where if takes else f'is not an option of {command}'}")
     if command != "init" and not is_repository(config):
         raise not_a_repository(config)
     if command is None:

@@ -147,6 +147,9 @@ def test_options_of_apply_before_another_command_are_a_usage_error(
     assert result.output.splitlines()[-1] == (
         "Error: --format goes after the command: reconcile verify --format"
     )
+    wrong = cli(applied[0], "--apply", "p.json", "plan")  # no such option after plan either
+    assert wrong.exit_code == 64
+    assert wrong.output.splitlines()[-1] == "Error: --apply is not an option of plan"
 
 
 def test_verbose_lets_an_unexpected_error_s_traceback_through(
