@@ -20,9 +20,10 @@
 A dataset the run created or recreated says so first (``- org.x: recreated, 8 blocks …``):
 a recreated chain has a new id, which readers outside the repository must follow.
 
-A cause is one line, with the value of every environment variable a manifest names in a
-``${{ env.NAME }}`` template replaced by ``***``, so no secret reaches git history even
-where an error message would have carried it.
+A cause is one line. It arrives masked: the apply masks every dataset's cause (the
+values of the environment variables the manifests' templates name, in every spelling,
+``masking.Mask``) before it is shown, written as JSON or committed, so no secret reaches
+git history even where an error message would have carried it.
 """
 
 from __future__ import annotations

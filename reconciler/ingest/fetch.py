@@ -317,10 +317,11 @@ def _fetch_http(
             secrets = [*secrets, *inserted, value]
         if _BREAKS.search(value):
             # http.client would refuse it quoting the value, escaped past any masking.
+            shown = _display_url(url, secrets)
             raise FetchError(
-                f"{_display_url(url, secrets)}: the value of header {header.name!r} holds a "
-                "line break or a NUL character, which HTTP does not allow",
-                origin=_display_url(url, secrets),
+                f"{shown}: the value of header {header.name!r} holds a line break or a NUL"
+                " character, which HTTP does not allow",
+                origin=shown,
             )
         headers.append((header.name, value))
 

@@ -269,13 +269,9 @@ class Dataset:
         if os.path.islink(self.layout.refs):
             raise LinkInChainError(self.root, "refs")
         try:
-            data = read_whole(self.layout.head_ref)
+            data = self._read_own("refs/head")
         except FileNotFoundError:
             return None
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise LinkInChainError(self.root, "refs/head") from None
-            raise
         text = data.decode("ascii", errors="replace").strip()
         try:
             return Multihash.parse(text)
@@ -287,12 +283,17 @@ class Dataset:
 
     def read_block_bytes(self, hash_: str) -> bytes:
         try:
-            return read_whole(f"{self.layout.root}/blocks/{hash_}")
+            return self._read_own(f"blocks/{hash_}")
         except FileNotFoundError:
             raise BlockNotFoundError(self.root, hash_) from None
+
+    def _read_own(self, relative: str) -> bytes:
+        """A file of the chain's folder, never through a link (``LinkInChainError``)."""
+        try:
+            return read_whole(f"{self.layout.root}/{relative}")
         except OSError as e:
             if e.errno == errno.ELOOP:
-                raise LinkInChainError(self.root, f"blocks/{hash_}") from None
+                raise LinkInChainError(self.root, relative) from None
             raise
 
     def get_block(self, hash_: str, verify: bool = True) -> MetadataBlock:
