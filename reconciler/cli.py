@@ -52,6 +52,7 @@ from .commands.options import (
     SystemTimeOption,
     YesOption,
     check_combination,
+    check_push,
 )
 from .config import ConfigError, RepoConfig
 
@@ -307,14 +308,19 @@ def push(
         str | None, typer.Option("--source", help="Push source name, if there are several.")
     ] = None,
     lock_timeout: LockTimeoutOption = None,
+    commit: CommitOption = False,
+    push: PushOption = False,
+    push_retries: PushRetriesOption = DEFAULT_PUSH_RETRIES,
 ) -> None:
-    """Ingest a file through one of a root dataset's push sources (AddPushSource)."""
+    """Ingest a file through one of a root dataset's push sources (AddPushSource).
+    With --commit and --push, commit and push it as the scheduled apply does."""
     from .commands import push as push_command
 
+    check_push(commit, push)
     session: Session = ctx.obj
     session.override(None, False, lock_timeout)
     path = file if file == "-" else str(session.at(Path(file)))
-    push_command.run(session, name, path, source)
+    push_command.run(session, name, path, source, commit, push, push_retries)
 
 
 @app.command()

@@ -31,6 +31,7 @@ from .common import (
     Session,
     duration,
     usage_error,
+    written_offsets,
 )
 from .options import OutputFormat, RunOptions
 from .progress import Finished, LineView, LiveView, summary
@@ -195,7 +196,7 @@ def _execute(
         outcome = replace(outcome, message=mask(outcome.message))
         started = began.get(outcome.dataset)  # a skipped dataset never starts
         seconds = 0.0 if started is None else time.monotonic() - started
-        done = Finished(outcome, seconds, _offsets(session, outcome))
+        done = Finished(outcome, seconds, written_offsets(session, outcome))
         finished.append(done)
         result.datasets.append(applied(done))
         shown.finish(done)
@@ -238,14 +239,6 @@ def _execute(
     if code == EXIT_OK and any_failed(finished):
         code = EXIT_FAILED
     return finished, code
-
-
-def _offsets(session: Session, outcome: Outcome) -> tuple[int, int] | None:
-    """The first and last offset the dataset's run wrote (its records are contiguous)."""
-    if not outcome.rows:
-        return None
-    last = session.odf.dataset(outcome.dataset).projection().last_offset
-    return None if last is None else (last - outcome.rows + 1, last)
 
 
 def _finish(

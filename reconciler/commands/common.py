@@ -45,6 +45,7 @@ from . import interrupt
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ..apply.outcome import Outcome
     from ..ingest.pull import IngestContext
     from ..odf.repository import Dataset, OdfRepository
     from ..odf.timestamps import Timestamp
@@ -277,6 +278,14 @@ def not_a_repository(config: RepoConfig) -> typer.Exit:
         "pyproject.toml, no datasets/ folder, no odf/ folder); "
         "`reconcile init` creates one"
     )
+
+
+def written_offsets(session: Session, outcome: Outcome) -> tuple[int, int] | None:
+    """The first and last offset the dataset's run wrote (its records are contiguous)."""
+    if not outcome.rows:
+        return None
+    last = session.odf.dataset(outcome.dataset).projection().last_offset
+    return None if last is None else (last - outcome.rows + 1, last)
 
 
 def existing(session: Session, name: str) -> Dataset:

@@ -29,12 +29,14 @@ from .results import RunResult
 @dataclass
 class Attempt:
     """One reconcile pass: its result document, its datasets and exit code, and the
-    sha256 of the plan JSON it applied (the commit's ``Reconcile-Plan-Hash``)."""
+    sha256 of the plan JSON it applied (the commit's ``Reconcile-Plan-Hash``; None for a
+    ``push``, which applies no plan)."""
 
     result: RunResult
     finished: list[Finished]
     code: int
-    plan_hash: str
+    plan_hash: str | None
+    pushed_from: str | None = None  # a push's file (and source), said in the commit
 
 
 def converge(
@@ -103,7 +105,7 @@ def _commit(
         for done in attempt.finished
     ]
     trailers = message.Trailers(run_id, attempt.plan_hash, reconciler_version())
-    sha = tree.commit(message.commit_message(runs, trailers))
+    sha = tree.commit(message.commit_message(runs, trailers, attempt.pushed_from))
     if sha is None:
         session.say("nothing to commit", err=as_json)
     else:

@@ -109,7 +109,7 @@ CommitOption = Annotated[
     bool,
     typer.Option(
         "--commit",
-        help="Commit the ODF folder after the apply (the datasets that succeeded, even when "
+        help="Commit the ODF folder after the run (the datasets that succeeded, even when "
         "others failed), with a message saying what moved; refused on a dirty odf/.",
     ),
 ]
@@ -186,13 +186,18 @@ SavedPlanOption = Annotated[
 ]
 
 
+def check_push(commit: bool, push: bool) -> None:
+    """``--push`` (apply's and push's) pushes what ``--commit`` committed."""
+    if push and not commit:
+        raise usage_error("--push pushes the commit of --commit: add --commit")
+
+
 def check_combination(options: RunOptions) -> None:
     """The git loop's options and a saved plan make sense only in an apply, as given."""
     loop = [flag for flag in ("--commit", "--push", "--apply") if flag in options.given()]
     if options.plan_only and loop:
         raise usage_error(f"{loop[0]} applies: it cannot go with --plan")
-    if options.push and not options.commit:
-        raise usage_error("--push pushes the commit of --commit: add --commit")
+    check_push(options.commit, options.push)
     if options.detailed_exitcode and not options.plan_only:
         raise usage_error("--detailed-exitcode is a plan's: use it with reconcile plan")
     if options.saved_plan is not None and (options.base or options.prune or options.select):

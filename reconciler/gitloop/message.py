@@ -17,6 +17,9 @@
     Reconcile-Plan-Hash: 9b1e…
     Reconcile-Version: 0.1.0
 
+A ``reconcile push --commit`` has a paragraph after the subject naming the file it
+pushed, and no plan hash.
+
 A dataset the run created or recreated says so first (``- org.x: recreated, 8 blocks …``):
 a recreated chain has a new id, which readers outside the repository must follow.
 
@@ -56,20 +59,23 @@ class Trailers:
     """The git trailers that tie a commit to its run, its plan and the reconciler."""
 
     run_id: str
-    plan_hash: str  # sha256 of the plan JSON the run applied
+    plan_hash: str | None  # sha256 of the plan JSON the run applied; a push has no plan
     version: str
 
     def lines(self) -> list[str]:
-        return [
-            f"Reconcile-Run-Id: {self.run_id}",
-            f"Reconcile-Plan-Hash: {self.plan_hash}",
-            f"Reconcile-Version: {self.version}",
-        ]
+        plan = [] if self.plan_hash is None else [f"Reconcile-Plan-Hash: {self.plan_hash}"]
+        return [f"Reconcile-Run-Id: {self.run_id}", *plan, f"Reconcile-Version: {self.version}"]
 
 
-def commit_message(runs: Sequence[DatasetRun], trailers: Trailers) -> str:
-    """The whole message: subject, the datasets by outcome, then the trailers."""
+def commit_message(
+    runs: Sequence[DatasetRun], trailers: Trailers, pushed_from: str | None = None
+) -> str:
+    """The whole message: subject, the datasets by outcome, then the trailers; a
+    ``reconcile push`` says which file it ingested (its name only: a path on the
+    machine that pushed means nothing to the repository's readers)."""
     paragraphs = [subject(runs)]
+    if pushed_from is not None:
+        paragraphs.append(f"Pushed from {pushed_from}.")
     advanced = [_advanced(r) for r in runs if r.advanced]
     if advanced:
         paragraphs.append("\n".join(["Advanced:", *advanced]))
