@@ -153,6 +153,27 @@ def test_unquoted_timestamps_stay_exact_strings(tmp_path: Path) -> None:
     assert event == models.SetInfo(description="2020-01-01T00:00:00.123456789Z")
 
 
+def test_booleans_are_yaml_1_2s_so_a_manifest_means_what_it_means_to_kamu(tmp_path: Path) -> None:
+    """YAML 1.1 reads yes/no/on/off as booleans, kamu's YAML 1.2 reader as strings: NO is
+    a null marker's text, and a boolean field given yes or "true" is refused as kamu
+    refuses it, at its line."""
+    read = "      read:\n        kind: Csv\n"
+    source = "    - kind: AddPushSource\n      sourceName: s\n      merge: {kind: Append}\n"
+    good = _write(
+        tmp_path, HEADER + source + read + "        nullValue: NO\n        header: TRUE\n"
+    )
+    (event,) = load_snapshot(good).metadata
+    assert isinstance(event, models.AddPushSource)
+    assert event.read == models.ReadStepCsv(null_value="NO", header=True)
+    bad = _write(
+        tmp_path, HEADER + source + read + "        header: yes\n        inferSchema: 'true'\n"
+    )
+    assert [(i.line, i.column, i.field, i.message) for i in _issues(bad)] == [
+        (12, 17, "content.metadata[0].read.header", "Input should be a valid boolean"),
+        (13, 22, "content.metadata[0].read.inferSchema", "Input should be a valid boolean"),
+    ]
+
+
 def test_yaml_aliases_are_refused_so_a_manifest_cannot_expand_exponentially(tmp_path: Path) -> None:
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"

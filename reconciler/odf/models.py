@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    StrictBool,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -378,8 +379,10 @@ class ReadStepCsv(ReadStepBase):
     encoding: str | None = None
     quote: str | None = None
     escape: str | None = None
-    header: bool | None = None
-    infer_schema: bool | None = None
+    # Strict: pydantic would take the strings "yes", "on" or "1" for true, which kamu
+    # refuses; a manifest must mean the same to both.
+    header: StrictBool | None = None
+    infer_schema: StrictBool | None = None
     null_value: str | None = None
     date_format: str | None = None
     timestamp_format: str | None = None

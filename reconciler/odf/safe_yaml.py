@@ -42,13 +42,22 @@ _SafeBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class YamlLoader(_SafeBase):  # type: ignore[valid-type,misc]
-    """Safe YAML without implicit timestamps: times stay strings so nanoseconds survive."""
+    """Safe YAML without implicit timestamps (times stay strings so nanoseconds survive)
+    and with YAML 1.2's booleans: only ``true`` and ``false``. YAML 1.1 also reads
+    ``yes``, ``no``, ``on`` and ``off`` as booleans, kamu (a YAML 1.2 reader) reads them as
+    strings, and a manifest must mean the same to both: ``nullValue: NO`` is the text NO,
+    and ``header: yes`` is refused as kamu refuses it."""
 
 
+_BOOL = "tag:yaml.org,2002:bool"
 YamlLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:timestamp", _BOOL)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+for _first in "tTfF":
+    YamlLoader.yaml_implicit_resolvers.setdefault(_first, []).append(
+        (_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"))
+    )
 
 # Characters outside YAML's printable set (YAML 1.1 §5.1): C0 controls but tab and line
 # breaks, DEL, C1 controls but NEL, surrogates and the two non-characters U+FFFE/U+FFFF.
