@@ -316,7 +316,7 @@ def test_breaking_change_override_fires_on_a_breaking_change_without_override(
             "breaking change to SetPollingSource (column temperature removed; primary key "
             f"changed): {BREAKING_MESSAGE}",
             "org.example.weather.daily",
-            Location(str(path), 1),
+            Location(str(path), 7, 7),  # the SetPollingSource that changed
         )
     ]
 

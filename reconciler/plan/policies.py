@@ -44,6 +44,7 @@ from reconciler.odf.safe_yaml import (
     key_flaws,
     read_text,
 )
+from reconciler.plan.diff import facet_key
 from reconciler.plan.model import ChangeClass, DatasetPlan, Location, Severity, Verdict
 
 if TYPE_CHECKING:
@@ -187,12 +188,20 @@ class BreakingChangesNeedOverride:
             return
         if dataset.override is not None:
             return
-        changes = [
-            f"{e.key} ({'; '.join(e.reasons)})" if e.reasons else e.key
-            for e in dataset.events
-            if e.change_class is ChangeClass.BREAKING
-        ]
-        yield Finding("breaking change" + (f" to {', '.join(changes)}" if changes else ""))
+        breaking = [e for e in dataset.events if e.change_class is ChangeClass.BREAKING]
+        changes = [f"{e.key} ({'; '.join(e.reasons)})" if e.reasons else e.key for e in breaking]
+        # At the first event of the manifest that changed so (a removed one has no line
+        # left: the whole manifest, then), where a reviewer and an annotation look.
+        keys = {e.key for e in breaking}
+        path: YamlPath | None = next(
+            (
+                ("content", "metadata", i)
+                for i, event in enumerate(manifest.snapshot.metadata)
+                if facet_key(event) in keys
+            ),
+            None,
+        )
+        yield Finding("breaking change" + (f" to {', '.join(changes)}" if changes else ""), path)
 
 
 @dataclass(frozen=True)
