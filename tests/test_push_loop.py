@@ -41,7 +41,9 @@ def remote_with_chain(tmp_path: Path) -> Path:
 
 
 def push_records(where: Path, *extra: str, stdin: str = RECORDS) -> tuple[int, str, str]:
-    pushed = run(where, "--system-time", "2026-03-02T00:00:00Z", "push", P, "-", *extra, stdin=stdin)
+    pushed = run(
+        where, "--system-time", "2026-03-02T00:00:00Z", "push", P, "-", *extra, stdin=stdin
+    )
     return pushed.returncode, pushed.stdout, pushed.stderr
 
 

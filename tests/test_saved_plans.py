@@ -184,6 +184,24 @@ def test_a_fresh_saved_plan_is_applied_exactly_and_then_is_stale(
     )
 
 
+def test_a_new_source_file_makes_a_saved_plan_stale_and_says_what_waits_now(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    """No manifest moved, but A would read one more file than the reviewer was shown."""
+    repo, path = saved
+    (repo.root / "sources").mkdir()
+    (repo.root / "sources" / "1.csv").write_text("a,b\n5,e\n")
+    assert_refused(
+        repo,
+        path,
+        *(
+            f"the plan of dataset {name} differs from the saved one: the data waiting was "
+            "nothing, is now '1 new file: 1.csv'"
+            for name in (A, B)
+        ),
+    )
+
+
 def test_a_dataset_taken_out_of_a_saved_plan_makes_it_stale_not_a_selection(
     saved: tuple[GitOpsRepo, Path],
 ) -> None:

@@ -97,5 +97,32 @@ def stale(saved: SavedPlan, plan: Plan) -> list[str]:
         elif name not in before:
             found.append(f"dataset {name} is planned now but not in the saved plan")
         elif before[name] != after[name]:
-            found.append(f"the plan of dataset {name} differs from the saved one")
+            found.append(_changed(name, before[name], after[name]))
     return found
+
+
+# The parts of a dataset's plan a reader can act on, as the difference names them.
+_PARTS = {"action": "its action", "events": "its events", "query": "its query's analysis"}
+
+
+def _changed(name: str, before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Which parts of a dataset's plan moved: the data waiting (a new source file is
+    the usual cause) with what it was and is, the action with both values, the rest by
+    name."""
+    parts = []
+    for key in [k for k in after if k in before] + [k for k in before if k not in after]:
+        was, now = before.get(key), after.get(key)
+        if was == now:
+            continue
+        if key == "pending":
+            parts.append(f"the data waiting was {_pending(was)}, is now {_pending(now)}")
+        elif key == "action":
+            parts.append(f"its action was {was}, is now {now}")
+        else:
+            parts.append(_PARTS.get(key, f"its {key}") + " changed")
+    return f"the plan of dataset {name} differs from the saved one: {'; '.join(parts)}"
+
+
+def _pending(entries: list[dict[str, Any]] | None) -> str:
+    details = [str(e.get("detail") or e.get("reason")) for e in entries or ()]
+    return repr("; ".join(details)) if details else "nothing"
