@@ -19,7 +19,7 @@ from ..apply.outcome import Outcome, Status
 from ..apply.run import apply_plan
 from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
-from ..odf.lock import RepositoryLockedError
+from ..odf.lock import LockHolder, RepositoryLockedError
 from ..plan.model import Action, Plan
 from . import interrupt, loop
 from . import plan as plan_command
@@ -61,8 +61,8 @@ def run(session: Session, options: RunOptions) -> None:
         _stopped(session, problem, as_json)
     heads = _heads(session)
     try:
-        with session.odf.lock("reconcile apply", timeout=session.lock_timeout):
-            attempt = _attempts(session, options, as_json, first, heads)
+        with session.odf.lock("reconcile apply", timeout=session.lock_timeout) as killed:
+            attempt = _attempts(session, options, as_json, first, heads, killed)
     except RepositoryLockedError as e:
         _stopped(session, str(e), as_json)
     _finish(session, attempt.result, attempt.finished, attempt.code, as_json)
@@ -108,9 +108,11 @@ def _attempts(
     as_json: bool,
     first: _Made,
     heads: dict[str, str | None],
+    killed: LockHolder | None,
 ) -> loop.Attempt:
-    """One apply; with ``--commit``, the git loop's (committed, and pushed or retried).
-    ``first`` is applied as it is while the chains are still at ``heads``."""
+    """One apply; with ``--commit``, the git loop's (committed, and pushed or retried,
+    after what a ``killed`` run left is committed). ``first`` is applied as it is while
+    the chains are still at ``heads``."""
     reusable = [first]
 
     def once() -> loop.Attempt:
@@ -120,7 +122,7 @@ def _attempts(
 
     if not options.commit:
         return once()
-    return loop.converge(session, options.push, options.push_retries, as_json, once)
+    return loop.converge(session, options.push, options.push_retries, as_json, once, killed)
 
 
 def _show(session: Session, options: RunOptions, shown: Plan, as_json: bool) -> None:

@@ -21,6 +21,7 @@ import typer
 from ..gitloop import message, push
 from ..gitloop.fingerprints import reconciler_version
 from ..gitloop.worktree import RefusedError, Worktree
+from ..odf.lock import LockHolder
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, Session, fail
 from .progress import Finished
 from .results import RunResult
@@ -45,12 +46,18 @@ def converge(
     retries: int,
     as_json: bool,
     reconcile: Callable[[], Attempt],
+    killed: LockHolder | None = None,
 ) -> Attempt:
     """Reconcile, commit and (``push_too``) push until the push lands or retries run out;
-    the last attempt, its code raised to 1 if its commit could not be pushed."""
+    the last attempt, its code raised to 1 if its commit could not be pushed. ``killed``:
+    the run that died holding the lock, whose verified work is committed first."""
+    data_in_odf = session.config.data_store == "odf"
     try:
         tree = Worktree.open(session.config.root, session.config.odf_dir)
-        tree.check(push_too, data_in_odf=session.config.data_store == "odf")
+        tree.check(push_too, data_in_odf, odf_changes=killed is not None)
+        if killed is not None:
+            _recover(session, tree, killed, as_json)
+            tree.check(push_too, data_in_odf)
         upstream = push.upstream_of(tree) if push_too else None
     except RefusedError as e:
         raise fail(f"error: --commit refused, nothing was applied: {e}") from None
@@ -61,7 +68,11 @@ def converge(
         base = tree.head()
         attempt = reconcile()
         sha = _commit(session, tree, attempt, run_id, as_json)
-        if sha is None or upstream is None:
+        if upstream is None:
+            return attempt
+        # Nothing new may still leave commits to push: an earlier run's, stopped before
+        # its push, or this run's recovery of a killed one.
+        if sha is None and not push.unpushed(tree, upstream):
             return attempt
         if attempt.code == EXIT_INTERRUPTED:
             session.say("interrupted: committed, not pushed", err=True)
@@ -69,7 +80,7 @@ def converge(
         try:
             tip = push.push(tree, upstream, base)
             if tip is None:
-                session.say(f"pushed {sha[:12]} to {upstream}", err=as_json)
+                session.say(f"pushed {tree.head()[:12]} to {upstream}", err=as_json)
                 return attempt
             if number == attempts:
                 break
@@ -89,6 +100,41 @@ def converge(
     )
     attempt.code = EXIT_FAILED
     return attempt
+
+
+def _recover(session: Session, tree: Worktree, killed: LockHolder, as_json: bool) -> None:
+    """Commit what a killed run left under the ODF folder, once it verifies.
+
+    A run killed (SIGKILL, a lost machine) before its commit leaves chains advanced in
+    the working tree, each valid (heads move last) beside files no head reaches. Those
+    are removed; the advanced chains are checked whole and committed as the killed run's
+    work, so it is neither lost nor done twice. A chain that does not verify stops the
+    run (``RefusedError``) with its problem, for a person to look at.
+    """
+    session.odf.remove_leftovers()
+    changed = tree.odf_changes()
+    if not changed:
+        return
+    depth = tree.odf.count("/") + 1
+    names = sorted({path.split("/")[depth] for path in changed if path.count("/") > depth})
+    from ..odf.integrity import check_integrity
+
+    heads: dict[str, str | None] = {}
+    for name in names:
+        dataset = session.odf.dataset(name)
+        head = dataset.head() if dataset.exists() else None
+        problems = [p for p in check_integrity(dataset) if p.fatal] if head else []
+        if problems:
+            raise RefusedError(
+                f"a run killed holding the lock ({killed}) left {tree.odf}/{name} changed, "
+                f"and it does not verify: {problems[0]}; discard it with `git checkout -- "
+                f"{tree.odf}/{name} && git clean -fd {tree.odf}/{name}`"
+            )
+        heads[name] = None if head is None else str(head)
+    trailers = message.Trailers(str(uuid.uuid4()), None, reconciler_version())
+    sha = tree.commit(message.recovery_message(str(killed), heads, trailers))
+    if sha is not None:
+        session.say(f"committed {sha[:12]}: {message.recovery_subject(heads)}", err=as_json)
 
 
 def _commit(

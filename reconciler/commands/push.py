@@ -67,9 +67,10 @@ def run(
             return _attempt(session, name, path, file, source, shown)
 
         try:
-            with session.odf.lock("reconcile push", timeout=session.lock_timeout):
+            with session.odf.lock("reconcile push", timeout=session.lock_timeout) as killed:
+                session.odf.remove_leftovers()
                 if commit:
-                    attempt = loop.converge(session, push_too, retries, False, once)
+                    attempt = loop.converge(session, push_too, retries, False, once, killed)
                 else:
                     attempt = once()
         except RepositoryLockedError as e:

@@ -134,3 +134,23 @@ def _advanced(run: DatasetRun) -> str:
 
 def _first_line(message: str) -> str:
     return message.strip().splitlines()[0] if message.strip() else "no cause given"
+
+
+def recovery_subject(heads: dict[str, str | None]) -> str:
+    """``reconcile: 2 datasets recovered from a killed run``."""
+    return f"reconcile: {count(len(heads), 'dataset')} recovered from a killed run"
+
+
+def recovery_message(killed: str, heads: dict[str, str | None], trailers: Trailers) -> str:
+    """The commit of what a killed run had written: who it was, and each chain's head
+    (None: a dataset it deleted)."""
+    about = (
+        f"{killed} ended without releasing the repository lock; the chains it had "
+        "advanced verify, and are committed as they were left:"
+    )
+    chains = [
+        f"- {name}: deleted" if head is None else f"- {name}: head {head}"
+        for name, head in heads.items()
+    ]
+    paragraphs = [recovery_subject(heads), about, "\n".join(chains), "\n".join(trailers.lines())]
+    return "\n\n".join(paragraphs) + "\n"

@@ -64,14 +64,41 @@ def push(tree: Worktree, upstream: Upstream, base: str) -> str | None:
     except git.GitCommandError as e:
         refusal = _last_line(str(e.stderr))
     tip = _fetch(tree, upstream)
-    if tip is None or tip == base:
+    if (
+        tip is None
+        or tip == base
+        or tree.repo.is_ancestor(tree.repo.commit(tip), tree.repo.head.commit)
+    ):
         raise PushError(f"git push to {upstream} failed: {refusal}")
-    if not tree.repo.is_ancestor(tree.repo.commit(base), tree.repo.commit(tip)):
+    # What the remote lacks besides this run's commit. Commits of earlier runs (one
+    # killed or interrupted between its commit and its push) only hold work that is
+    # done again from the remote's tip, so they may go; anything else is someone's.
+    theirs = [c for c in tree.repo.iter_commits(f"{tip}..{base}") if not _ours(c, tree.odf)]
+    if theirs:
         raise PushError(
-            f"{upstream} no longer contains {base[:12]}, the commit this run started from "
-            "(was it rewritten?); not discarding local commits the remote lacks"
+            f"{upstream} lacks {theirs[0].hexsha[:12]} ({theirs[0].summary!s}), a commit of "
+            "this checkout that is no reconcile run's (was the remote rewritten?); not "
+            "discarding it"
         )
     return tip
+
+
+def _ours(commit: git.Commit, odf: str) -> bool:
+    """A reconcile run's commit: one parent, its trailers, and nothing outside the ODF
+    folder."""
+    trailer = "\nReconcile-Run-Id: " in str(commit.message)
+    paths = commit.stats.files if len(commit.parents) == 1 else {"": None}
+    return trailer and all(str(p) == odf or str(p).startswith(odf + "/") for p in paths)
+
+
+def unpushed(tree: Worktree, upstream: Upstream) -> bool:
+    """Whether HEAD has commits the remote lacks, as far as this checkout knows (its
+    remote-tracking branch; without one, assume so: the push will tell)."""
+    tracking = f"refs/remotes/{upstream.remote}/{upstream.branch}"
+    try:
+        return int(tree.repo.git.rev_list("--count", f"{tracking}..HEAD")) > 0
+    except git.GitCommandError:
+        return True
 
 
 def move_to(tree: Worktree, tip: str) -> None:

@@ -77,9 +77,11 @@ class Worktree:
         """The branch checked out; None on a detached HEAD."""
         return None if self.repo.head.is_detached else self.repo.active_branch.name
 
-    def check(self, push: bool, data_in_odf: bool = True) -> None:
+    def check(self, push: bool, data_in_odf: bool = True, odf_changes: bool = False) -> None:
         """Refuse (``RefusedError``) a checkout the run's commit or push would harm;
-        ``data_in_odf``: the data and checkpoint files are committed with the chains."""
+        ``data_in_odf``: the data and checkpoint files are committed with the chains;
+        ``odf_changes``: changes under the ODF folder are let through (a killed run's
+        work, which the loop verifies and commits first)."""
         git_dir = Path(self.repo.git_dir)
         for marker, what in _IN_PROGRESS.items():
             if (git_dir / marker).exists():
@@ -100,16 +102,20 @@ class Worktree:
             )
         changes = [c for c in self.changes() if not self._transient(c.path)]
         under = [c.path for c in changes if self._under_odf(c.path)]
-        if under:
+        if under and not odf_changes:
             raise RefusedError(
                 f"{self.odf}/ has changes no reconcile run committed: {_listed(under)}; "
                 "commit or discard them first"
             )
-        staged = [c.path for c in changes if c.tracked and c.index != " "]
+        staged = [
+            c.path
+            for c in changes
+            if c.tracked and c.index != " " and not (odf_changes and self._under_odf(c.path))
+        ]
         if staged:
             listed = _listed(staged)
             raise RefusedError(f"changes are staged that the commit would include: {listed}")
-        modified = [c.path for c in changes if c.tracked]
+        modified = [c.path for c in changes if c.tracked and not self._under_odf(c.path)]
         if push and modified:
             raise RefusedError(
                 "tracked files have uncommitted changes, which moving to the remote's tip "
@@ -156,6 +162,14 @@ class Worktree:
             self.repo.git.execute(
                 ["git", *command, f"--pathspec-from-file={listing.name}", "--pathspec-file-nul"]
             )
+
+    def odf_changes(self) -> list[str]:
+        """The changed paths under the ODF folder, bookkeeping files left out."""
+        return [
+            c.path
+            for c in self.changes()
+            if self._under_odf(c.path) and not self._transient(c.path)
+        ]
 
     def staged(self) -> list[str]:
         return [p for p in self.repo.git.diff("--cached", "--name-only", "-z").split("\0") if p]

@@ -36,6 +36,7 @@ from pathlib import Path
 
 LOCK_FILE = ".lock"
 _POLL_SECONDS = 0.1
+_RECORD_BYTES = 4096  # a record is about 150 bytes
 _RECORD_WAITS = 20
 """How many times (every half poll) a refused run looks for the holder's record: 1 s."""
 
@@ -109,11 +110,14 @@ _held_guard = threading.Lock()
 
 
 @contextlib.contextmanager
-def repository_lock(root: Path, command: str, timeout: float = 0) -> Iterator[None]:
-    """Hold ``root``'s lock for the body, waiting up to ``timeout`` seconds for it.
+def repository_lock(root: Path, command: str, timeout: float = 0) -> Iterator[LockHolder | None]:
+    """Hold ``root``'s lock for the body, waiting up to ``timeout`` seconds for it; the
+    body gets the record of a run that died holding it (a clean release clears the
+    record, so one still there when the lock is taken was left by a killed process),
+    else None.
 
     Raises ``RepositoryLockedError`` naming the holder when it stays taken. Nested holds
-    in one process share the outer one.
+    in one process share the outer one (and get None).
     """
     path = (Path(root) / LOCK_FILE).resolve()
     with _held_guard:
@@ -124,20 +128,21 @@ def repository_lock(root: Path, command: str, timeout: float = 0) -> Iterator[No
             nested = False
     if nested:
         try:
-            yield
+            yield None
         finally:
             with _held_guard:
                 _held[path] -= 1
         return
     fd = _acquire(path, timeout)
     try:
+        died = LockHolder.from_json(os.pread(fd, _RECORD_BYTES, 0))
         holder = LockHolder(command, os.getpid(), socket.gethostname(), dt.datetime.now(dt.UTC))
         os.ftruncate(fd, 0)
         os.pwrite(fd, holder.to_json(), 0)
         with _held_guard:
             _held[path] = 1
         try:
-            yield
+            yield died
         finally:
             with _held_guard:
                 del _held[path]

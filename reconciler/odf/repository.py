@@ -42,7 +42,7 @@ from .codec import (
 )
 from .data_step import DataBlock
 from .hashing import block_hash, names_digest, physical_hash, read_whole
-from .lock import repository_lock
+from .lock import LockHolder, repository_lock
 from .models import AddData, AnyEvent, ExecuteTransform, MetadataBlock, Seed
 from .multiformat import DatasetId, Multihash
 from .names import name_problem
@@ -596,9 +596,12 @@ class OdfRepository:
         directly inside the root (every path of a dataset is built from this one)."""
         return Dataset(self.folder(name), self.manifest_version, self.store)
 
-    def lock(self, command: str, timeout: float = 0) -> contextlib.AbstractContextManager[None]:
+    def lock(
+        self, command: str, timeout: float = 0
+    ) -> contextlib.AbstractContextManager[LockHolder | None]:
         """The repository lock (``lock.py``), held by a writing run from plan to last
-        commit; ``RepositoryLockedError`` names the holder when it stays taken."""
+        commit; ``RepositoryLockedError`` names the holder when it stays taken. The body
+        gets the record of a run that was killed holding it, if one was."""
         return repository_lock(self.root, command, timeout)
 
     def remove_leftovers(self) -> list[Path]:

@@ -1,0 +1,234 @@
+"""A scheduled run killed (SIGKILL, a lost machine) converges at the next run, unaided.
+
+Real processes, a bare remote and clones. A run killed after one chain advanced but before
+its commit leaves that chain valid and uncommitted: the next `apply --commit --push`
+verifies it, commits it as the killed run's work, then does the rest. A run stopped
+between its commit and its push leaves a local commit the remote lacks: when the remote
+has moved meanwhile, the next run lets it go (the work is done again from the remote's
+tip) instead of failing every hour; a person's local commit is never let go.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import git
+import pytest
+from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
+from test_cli_apply import run
+from test_cli_conventions import normal
+from test_gitops_loop import CSV_A, clone, remote_with, trailers
+
+A = "org.example.a"
+B = "org.example.b"
+WHEN = "2026-03-01T06:00:00Z"
+
+
+class GatedServer:
+    """Serves one CSV on 127.0.0.1, holding each request until ``gate`` is set;
+    ``asked`` is set when a request has arrived."""
+
+    def __init__(self, body: bytes) -> None:
+        self.asked, self.gate = threading.Event(), threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.asked.set()
+                server.gate.wait(120)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client was killed while it waited
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/b.csv"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+
+@pytest.fixture
+def gated() -> Iterator[GatedServer]:
+    server = GatedServer(b"a,b\n10,p\n20,q\n")
+    yield server
+    server.gate.set()
+    server.httpd.shutdown()
+    server.httpd.server_close()
+
+
+def remote_with_a_slow_source(tmp_path: Path, url: str) -> Path:
+    """A remote whose main has A (a CSV in the repository) and B (read from ``url``)."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    seed = tmp_path / "seed"
+    events = root_events().replace(
+        'fetch: {kind: FilesGlob, path: "sources/*.csv"}', f"fetch: {{kind: Url, url: {url}}}"
+    )
+    GitOpsRepo(seed).write(B, manifest(B, "Root", events))
+    GitOpsRepo(seed).commit("b, from a server")
+    git.Repo(seed).remote("origin").push("main").raise_if_error()
+    return origin
+
+
+def kill_while_b_is_fetched(runner: Path, server: GatedServer) -> None:
+    """Start the scheduled apply and SIGKILL it (and its JVM) once A is done and B's
+    fetch is waiting on the server."""
+    scheduled = ["apply", "--commit", "--push", "--system-time", WHEN]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(runner), *scheduled],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert server.asked.wait(300), "the run never fetched B"
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(60)
+    time.sleep(0.5)  # the JVM, in the same process group, goes with it
+
+
+def test_a_run_killed_before_its_commit_has_its_verified_work_committed_by_the_next(
+    tmp_path: Path, gated: GatedServer
+) -> None:
+    origin = remote_with_a_slow_source(tmp_path, gated.url)
+    runner = tmp_path / "runner"
+    repo = clone(origin, runner)
+    kill_while_b_is_fetched(runner, gated)
+    # A is done; B has its metadata (written before its fetch), no data.
+    a_head, b_head = ((runner / "odf" / n / "refs" / "head").read_text().strip() for n in (A, B))
+    assert repo.git.status("--porcelain").splitlines()[0] == "?? odf/"
+    assert git.Repo(origin).commit("main").summary == "b, from a server"
+
+    gated.gate.set()
+    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    lines = [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(again.stdout)]
+    assert lines[0] == "committed SHA: reconcile: 2 datasets recovered from a killed run"
+    assert lines[-3:] == [
+        "committed SHA: reconcile: 1 dataset advanced (2 records)",
+        "pushed SHA to origin/main",
+        "2 datasets: 1 updated (2 records), 1 up to date in N s",
+    ]
+    log = list(git.Repo(origin).iter_commits("main"))
+    assert [c.summary for c in log] == [
+        "reconcile: 1 dataset advanced (2 records)",
+        "reconcile: 2 datasets recovered from a killed run",
+        "b, from a server",
+        "datasets",
+    ]
+    recovered = str(log[1].message).split("\n\n")
+    assert re.fullmatch(
+        r"reconcile apply \(pid \d+ on .+, since \d\d:\d\d:\d\d UTC\) ended without releasing"
+        r" the repository lock; the chains it had advanced verify, and are committed as they"
+        r" were left:",
+        recovered[1],
+    )
+    assert recovered[2] == f"- {A}: head {a_head}\n- {B}: head {b_head}"
+    assert list(trailers(str(log[1].message))) == ["Reconcile-Run-Id", "Reconcile-Version"]
+    assert sorted({f.split("/")[1] for f in log[1].stats.files}) == [A, B]
+    assert sorted({f.split("/")[1] for f in log[0].stats.files}) == [B]
+
+    fresh = tmp_path / "fresh"
+    clone(origin, fresh)
+    verify = run(fresh, "verify", "--integrity")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    stored = GitOpsRepo(fresh).odf
+    assert [rows(t, "system_time", "event_time") for t in slices(stored.dataset(A))] == [
+        [(0, 0, 1, "x"), (1, 0, 2, "y"), (2, 0, 3, "z")]
+    ]
+    assert [rows(t, "system_time", "event_time") for t in slices(stored.dataset(B))] == [
+        [(0, 0, 10, "p"), (1, 0, 20, "q")]
+    ]
+
+
+def test_a_local_commit_of_a_run_stopped_before_its_push_is_let_go_when_the_remote_moved(
+    tmp_path: Path,
+) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner, person = tmp_path / "runner", tmp_path / "person"
+    clone(origin, runner)
+    people = clone(origin, person)
+    committed = run(runner, "apply", "--commit", "--system-time", WHEN)  # not pushed
+    assert committed.returncode == 0, committed.stdout + committed.stderr
+    (person / "README.md").write_text("# Data\n")
+    people.index.add(["README.md"])
+    people.index.commit("README")
+    people.remote("origin").push("main").raise_if_error()
+
+    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stderr == (
+        "push rejected: the remote moved; reconciling again from origin/main (attempt 2 of 4)\n"
+    )
+    assert [c.summary for c in git.Repo(origin).iter_commits("main")] == [
+        "reconcile: 1 dataset advanced (3 records)",
+        "README",
+        "datasets",
+    ]
+    fresh = tmp_path / "fresh"
+    clone(origin, fresh)
+    stored = GitOpsRepo(fresh).odf
+    assert [rows(t, "system_time", "event_time") for t in slices(stored.dataset(A))] == [
+        [(0, 0, 1, "x"), (1, 0, 2, "y"), (2, 0, 3, "z")]
+    ]
+
+
+def test_a_persons_local_commit_the_remote_lacks_is_never_let_go(tmp_path: Path) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner, person = tmp_path / "runner", tmp_path / "person"
+    mine = clone(origin, runner)
+    people = clone(origin, person)
+    (runner / "NOTES.md").write_text("local notes\n")
+    mine.index.add(["NOTES.md"])
+    notes = mine.index.commit("notes on the runner")
+    (person / "README.md").write_text("# Data\n")
+    people.index.add(["README.md"])
+    people.index.commit("README")
+    people.remote("origin").push("main").raise_if_error()
+
+    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert again.stderr.splitlines()[-1] == (
+        f"error: origin/main lacks {notes.hexsha[:12]} (notes on the runner), a commit of "
+        "this checkout that is no reconcile run's (was the remote rewritten?); not "
+        "discarding it"
+    )
+    assert mine.head.commit.parents[0] == notes  # the run's own commit, kept locally
+    assert git.Repo(origin).commit("main").summary == "README"
+
+
+def test_a_commit_left_unpushed_is_pushed_by_the_next_run_even_with_nothing_new(
+    tmp_path: Path,
+) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = tmp_path / "runner"
+    mine = clone(origin, runner)
+    committed = run(runner, "apply", "--commit", "--system-time", WHEN)  # not pushed
+    assert committed.returncode == 0, committed.stdout + committed.stderr
+
+    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert normal(again.stdout)[-3:] == [
+        "nothing to commit",
+        f"pushed {mine.head.commit.hexsha[:12]} to origin/main",
+        "1 dataset: 1 up to date in N s",
+    ]
+    assert git.Repo(origin).commit("main") == mine.head.commit
