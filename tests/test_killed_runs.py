@@ -10,6 +10,7 @@ tip) instead of failing every hour; a person's local commit is never let go.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import signal
@@ -27,6 +28,8 @@ from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from test_cli_apply import run
 from test_cli_conventions import normal
 from test_gitops_loop import CSV_A, clone, remote_with, trailers
+
+from reconciler.odf.lock import LockHolder
 
 A = "org.example.a"
 B = "org.example.b"
@@ -232,3 +235,32 @@ def test_a_commit_left_unpushed_is_pushed_by_the_next_run_even_with_nothing_new(
         "1 dataset: 1 up to date in N s",
     ]
     assert git.Repo(origin).commit("main") == mine.head.commit
+
+
+def test_a_killed_runs_chain_that_does_not_verify_stops_the_next_run_with_its_problem(
+    tmp_path: Path,
+) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    applied = run(runner, "apply", "--system-time", WHEN)  # advanced, not committed
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    (data,) = (runner / "odf" / A / "data").iterdir()
+    data.write_bytes(data.read_bytes()[:-1] + b"!")
+    # What a killed holder leaves in the lock file: its record, never cleared.
+    holder = LockHolder(
+        "reconcile apply", 4242, "runner-7", dt.datetime(2026, 3, 1, 6, tzinfo=dt.UTC)
+    )
+    (runner / "odf" / ".lock").write_bytes(holder.to_json())
+
+    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+
+    assert (again.returncode, again.stdout) == (1, "")
+    assert again.stderr == (
+        "error: --commit refused, nothing was applied: a run killed holding the lock "
+        "(reconcile apply (pid 4242 on runner-7, since 06:00:00 UTC)) left odf/"
+        f"{A} changed, and it does not verify: block #5: data file bytes do not match "
+        f"physical hash {data.name}; its records cannot be read (ArrowInvalid); discard it "
+        f"with `git clean -fd odf/{A}`\n"
+    )
+    assert git.Repo(origin).commit("main").summary == "datasets"

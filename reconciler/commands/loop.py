@@ -125,10 +125,13 @@ def _recover(session: Session, tree: Worktree, killed: LockHolder, as_json: bool
         head = dataset.head() if dataset.exists() else None
         problems = [p for p in check_integrity(dataset) if p.fatal] if head else []
         if problems:
+            folder = f"{tree.odf}/{name}"
+            discard = f"git clean -fd {folder}"
+            if tree.tracked(folder):
+                discard = f"git checkout HEAD -- {folder} && {discard}"
             raise RefusedError(
-                f"a run killed holding the lock ({killed}) left {tree.odf}/{name} changed, "
-                f"and it does not verify: {problems[0]}; discard it with `git checkout -- "
-                f"{tree.odf}/{name} && git clean -fd {tree.odf}/{name}`"
+                f"a run killed holding the lock ({killed}) left {folder} changed, and it "
+                f"does not verify: {problems[0]}; discard it with `{discard}`"
             )
         heads[name] = None if head is None else str(head)
     trailers = message.Trailers(str(uuid.uuid4()), None, reconciler_version())

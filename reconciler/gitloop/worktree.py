@@ -171,6 +171,10 @@ class Worktree:
             if self._under_odf(c.path) and not self._transient(c.path)
         ]
 
+    def tracked(self, path: str) -> bool:
+        """Whether HEAD has anything at ``path`` (a file, or a folder with files)."""
+        return bool(self.repo.git.ls_tree("--name-only", "HEAD", "--", path))
+
     def staged(self) -> list[str]:
         return [p for p in self.repo.git.diff("--cached", "--name-only", "-z").split("\0") if p]
 
