@@ -211,7 +211,7 @@ DUPLICATES = [
     ),
     case(
         "boolean-keys-spelled-differently",
-        VALID + "extra: {true: 1, yes: 2}\n",
+        VALID + "extra: {true: 1, TRUE: 2}\n",
         DUPLICATE + " 'True' (first at line 11)",
         11,
     ),
