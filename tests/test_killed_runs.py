@@ -264,3 +264,34 @@ def test_a_killed_runs_chain_that_does_not_verify_stops_the_next_run_with_its_pr
         f"with `git clean -fd odf/{A}`\n"
     )
     assert git.Repo(origin).commit("main").summary == "datasets"
+
+
+@pytest.mark.parametrize(
+    ("stray", "why"),
+    [
+        ("odf/notes.txt", "odf/notes.txt is in no dataset's folder"),
+        ("odf/notes/todo.txt", "odf/notes holds no chain"),
+    ],
+)
+def test_a_change_beside_the_chains_is_not_taken_for_a_killed_runs_work(
+    tmp_path: Path, stray: str, why: str
+) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    (runner / stray).parent.mkdir(parents=True, exist_ok=True)
+    (runner / stray).write_text("a person's note\n")
+    holder = LockHolder(
+        "reconcile apply", 4242, "runner-7", dt.datetime(2026, 3, 1, 6, tzinfo=dt.UTC)
+    )
+    (runner / "odf" / ".lock").write_bytes(holder.to_json())
+
+    again = run(runner, "apply", "--commit", "--system-time", WHEN)
+
+    assert (again.returncode, again.stdout) == (1, "")
+    assert again.stderr == (
+        "error: --commit refused, nothing was applied: a run killed holding the lock "
+        f"(reconcile apply (pid 4242 on runner-7, since 06:00:00 UTC)) left changes, and {why}; "
+        "commit or discard it first\n"
+    )
+    assert (runner / stray).read_text() == "a person's note\n"

@@ -108,36 +108,60 @@ def _recover(session: Session, tree: Worktree, killed: LockHolder, as_json: bool
     A run killed (SIGKILL, a lost machine) before its commit leaves chains advanced in
     the working tree, each valid (heads move last) beside files no head reaches. Those
     are removed; the advanced chains are checked whole and committed as the killed run's
-    work, so it is neither lost nor done twice. A chain that does not verify stops the
-    run (``RefusedError``) with its problem, for a person to look at.
+    work, so it is neither lost nor done twice. A chain that does not verify, or a
+    change in no chain's folder, stops the run (``RefusedError``) for a person to see.
     """
     session.odf.remove_leftovers()
     changed = tree.odf_changes()
     if not changed:
         return
-    depth = tree.odf.count("/") + 1
-    names = sorted({path.split("/")[depth] for path in changed if path.count("/") > depth})
-    from ..odf.integrity import check_integrity
-
-    heads: dict[str, str | None] = {}
-    for name in names:
-        dataset = session.odf.dataset(name)
-        head = dataset.head() if dataset.exists() else None
-        problems = [p for p in check_integrity(dataset) if p.fatal] if head else []
-        if problems:
-            folder = f"{tree.odf}/{name}"
-            discard = f"git clean -fd {folder}"
-            if tree.tracked(folder):
-                discard = f"git checkout HEAD -- {folder} && {discard}"
-            raise RefusedError(
-                f"a run killed holding the lock ({killed}) left {folder} changed, and it "
-                f"does not verify: {problems[0]}; discard it with `{discard}`"
-            )
-        heads[name] = None if head is None else str(head)
+    heads = {name: _left_head(session, tree, killed, name) for name in _left_names(tree, killed)}
     trailers = message.Trailers(str(uuid.uuid4()), None, reconciler_version())
     sha = tree.commit(message.recovery_message(str(killed), heads, trailers))
     if sha is not None:
         session.say(f"committed {sha[:12]}: {message.recovery_subject(heads)}", err=as_json)
+
+
+def _left_names(tree: Worktree, killed: LockHolder) -> list[str]:
+    """The datasets whose folders hold the changes; ``RefusedError`` for a change in no
+    dataset's folder (a person's file beside the chains, not a run's)."""
+    from ..odf.names import name_problem
+
+    depth = tree.odf.count("/") + 1
+    parts = [path.split("/") for path in tree.odf_changes()]
+    for p in parts:
+        if len(p) <= depth + 1 or name_problem(p[depth]) is not None:
+            raise RefusedError(
+                f"a run killed holding the lock ({killed}) left changes, and {'/'.join(p)} "
+                "is in no dataset's folder; commit or discard it first"
+            )
+    return sorted({p[depth] for p in parts})
+
+
+def _left_head(session: Session, tree: Worktree, killed: LockHolder, name: str) -> str | None:
+    """The head a killed run left a dataset at, once its chain verifies whole; None for
+    a dataset it deleted (committed before, gone now)."""
+    from ..odf.integrity import check_integrity
+
+    folder = f"{tree.odf}/{name}"
+    dataset = session.odf.dataset(name)
+    head = dataset.head() if dataset.exists() else None
+    tracked = tree.tracked(folder)
+    if head is None and not tracked:
+        raise RefusedError(
+            f"a run killed holding the lock ({killed}) left changes, and {folder} holds no "
+            "chain; commit or discard it first"
+        )
+    problems = [p for p in check_integrity(dataset) if p.fatal] if head is not None else []
+    if problems:
+        discard = f"git clean -fd {folder}"
+        if tracked:
+            discard = f"git checkout HEAD -- {folder} && {discard}"
+        raise RefusedError(
+            f"a run killed holding the lock ({killed}) left {folder} changed, and it does "
+            f"not verify: {problems[0]}; discard it with `{discard}`"
+        )
+    return None if head is None else str(head)
 
 
 def _commit(
