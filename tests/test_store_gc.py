@@ -201,6 +201,38 @@ def test_uncommitted_blocks_and_young_objects_are_kept_old_unnamed_ones_go(
     ]
 
 
+def test_a_ref_keeping_its_chains_in_another_folder_protects_their_objects(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """The working tree's ``odf_root`` is not every ref's: a branch made before the
+    chains moved names its objects from ``odf/``, and gc must not delete them."""
+    root = tmp_path / "repo"
+    make_repo(root, "../store")
+    apply(root, "2026-01-01T06:00:00Z")
+    named = sorted(objects_of(root, ROOT) + objects_of(root, DERIVED))
+    (root / ".gitignore").write_text(".reconcile-cache/\nodf/.lock\nchains/.lock\n")
+    repo = git.Repo(root)
+    repo.git.add(A=True)
+    repo.index.commit("chains under odf/")
+    repo.git.branch("before-the-move")
+    repo.git.rm("-r", "-q", "odf")
+    settings = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(settings + 'odf_root = "chains"\n')
+    repo.git.add(A=True)
+    repo.index.commit("chains to start again under chains/")
+
+    result = cli(root, "gc", "--min-age", "0", "--allow-short-min-age", "--delete", "--no-fetch")
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"data store {tmp_path / 'store'}: 3 objects named by the chains in the working tree"
+        " or in the tip of every ref",
+        "nothing to delete",
+    ]
+    store = tmp_path / "store"
+    assert sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file()) == named
+
+
 def folder_repo(root: Path) -> GitOpsRepo:
     """A repository with a folder store and no chain: what gc needs to start."""
     repo = GitOpsRepo.create(root)

@@ -102,7 +102,7 @@ def judge_objects(
             yield where, data
 
     named = names_in_blocks(recorded(working_tree_blocks(config.odf_dir)))
-    named |= names_in_blocks(block_files(config.root, config.odf_dir, all_commits, read))
+    named |= names_in_blocks(block_files(config.root, all_commits, read))
     return judge(store.objects(), named, age, time.time())
 
 

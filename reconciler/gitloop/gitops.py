@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
@@ -13,6 +14,9 @@ from typing import Literal
 import git
 
 from ..config import RepoConfig
+from ..odf.names import name_problem
+
+_BLOCK_NAME = re.compile("f1620[0-9a-f]{64}")  # a block file: its SHA3-256 multihash
 
 FileStatus = Literal["added", "modified", "deleted"]
 """What a change did to one file, as ``changed_files`` reports it."""
@@ -220,33 +224,29 @@ def fetch_remotes(repo_root: Path) -> list[str]:
 
 
 def block_files(
-    repo_root: Path, odf_dir: Path, all_commits: bool, known: AbstractSet[str] = frozenset()
+    repo_root: Path, all_commits: bool, known: AbstractSet[str] = frozenset()
 ) -> Iterator[tuple[str, bytes]]:
     """The path (as git lists it) and bytes of every block file
-    (``<odf_dir>/<dataset>/blocks/<hash>``) at the tip of every ref (branches, remote
+    (``<folder>/<dataset>/blocks/<hash>``) at the tip of every ref (branches, remote
     branches, tags, the stash, ``HEAD``), or with ``all_commits`` in every commit they
     reach; each distinct file once, but for those whose ids are in ``known`` (read
-    already: most of them are the working tree's). A shallow clone lacks commits:
-    refused then."""
+    already: most of them are the working tree's). Block files are found by their shape
+    wherever they are, not under today's ``odf_root``: another ref may keep its chains
+    in another folder (a branch that moved them, or not yet), and the objects its
+    blocks name must be kept as well. A shallow clone lacks commits: refused then."""
     repo = _repo(repo_root)
-    top = Path(repo.working_tree_dir or repo_root).resolve()
-    try:
-        folder = odf_dir.resolve().relative_to(top).as_posix()
-    except ValueError:
-        return  # chains outside the repository: no ref holds them
     if all_commits and repo.git.rev_parse("--is-shallow-repository") == "true":
         raise GitError("the clone is shallow: it lacks commits (git fetch --unshallow)")
     # No pathspec: with one, a walk simplifies history and can skip a merged branch's
     # commits. Each object is listed once, with the first path it was seen at.
     walk = [] if all_commits else ["--no-walk"]
     listed = repo.git.rev_list("--objects", *walk, "--all")
-    depth = folder.count("/") + 4  # <folder>/<dataset>/blocks/<hash>
     for line in listed.splitlines():
         oid, _, path = line.partition(" ")
         parts = path.split("/")
-        if oid in known or len(parts) != depth or parts[-2] != "blocks":
+        if oid in known or len(parts) < 3 or parts[-2] != "blocks":
             continue
-        if path.startswith(f"{folder}/"):
+        if _BLOCK_NAME.fullmatch(parts[-1]) and name_problem(parts[-3]) is None:
             yield path, repo.odb.stream(bytes.fromhex(oid)).read()
 
 
