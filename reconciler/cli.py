@@ -140,7 +140,9 @@ def reconcile(
         takes = sub is not None and any(flag in p.opts for p in sub.params)
         where = f"goes after the command: reconcile {command} {flag}"
         raise usage_error(f"{flag} {where if takes else f'is not an option of {command}'}")
-    if command != "init" and not is_repository(config):
+    # A command's own --help is answered anywhere, as the top-level one is.
+    helping = any(arg in ("--help", "-h") for arg in ctx.meta.get("command_args", ()))
+    if command != "init" and not helping and not is_repository(config):
         raise not_a_repository(config)
     if command is None:
         _plan_or_apply(session, options)

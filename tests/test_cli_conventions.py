@@ -574,3 +574,18 @@ def test_init_works_outside_a_repository_and_names_each_file_then_refuses_a_seco
         f"error: {tmp_path / 'new' / 'datasets'} already holds manifests: "
         "this is a reconciler repository already\n"
     )
+
+
+@pytest.mark.parametrize(
+    "command", ["plan", "apply", "verify", "sql", "log", "push", "gc", "show", "lineage"]
+)
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_a_commands_help_is_shown_outside_a_repository(
+    tmp_path: Path, command: str, flag: str
+) -> None:
+    result = cli(tmp_path, command, flag)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Usage: root {command} ")  # CliRunner names it root
+    refused = cli(tmp_path, command)  # the command itself still needs a repository
+    assert refused.exit_code == 1
+    assert refused.output.startswith(f"error: {tmp_path} is not a reconciler repository")

@@ -361,6 +361,9 @@ class ReconcileGroup(TyperGroup):
             raise
 
     def invoke(self, ctx: Context) -> Any:
+        # The command's own arguments, which click clears before the group's callback
+        # runs: the callback answers a command's --help without a repository.
+        ctx.meta["command_args"] = [*ctx._protected_args, *ctx.args]
         try:
             return super().invoke(ctx)
         except UsageError as e:
