@@ -29,6 +29,7 @@ from .commands.common import (
     usage_error,
 )
 from .commands.options import (
+    DEFAULT_MIN_AGE,
     DEFAULT_PUSH_RETRIES,
     BaseOption,
     CommitOption,
@@ -339,7 +340,7 @@ def gc(
             help="Keep unnamed objects written less than AGE ago (7d, 12h, 30m, 0): a run "
             "of another clone stores its files before it pushes the blocks naming them.",
         ),
-    ] = "7d",
+    ] = DEFAULT_MIN_AGE,
     all_commits: Annotated[
         bool,
         typer.Option(

@@ -138,7 +138,7 @@ def test_gc_deletes_what_no_ref_names_once_the_remote_forgets_it(
         "would delete 2 objects "
         f"({sum(s3.get_file_info(f'{prefix}/{p}').size for p in derived):,} bytes):",
         *(f"  {path}" for path in derived),
-        "run `reconcile gc --delete` to delete them",
+        "run `reconcile gc --delete --min-age 0 --allow-short-min-age` to delete them",
     ]
     assert stored(s3, prefix) == everything
 

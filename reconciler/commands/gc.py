@@ -30,6 +30,7 @@ from ..odf.store_gc import (
 )
 from ..wording import count
 from .common import Session, fail, usage_error
+from .options import DEFAULT_MIN_AGE
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -143,4 +144,13 @@ def _report(
     for stored in collect:
         typer.echo(f"  {stored.path}")
     if not deleted:
-        typer.echo(f"run `reconcile gc --delete` to delete {'it' if len(collect) == 1 else 'them'}")
+        # The command that deletes exactly these: the same age and scope, and the
+        # confirmation an age under a day needs.
+        again = ["reconcile gc --delete"]
+        if min_age != DEFAULT_MIN_AGE:
+            again.append(f"--min-age {min_age}")
+            if parse_age(min_age) < SHORT_AGE:
+                again.append("--allow-short-min-age")
+        if all_commits:
+            again.append("--all-commits")
+        typer.echo(f"run `{' '.join(again)}` to delete {'it' if len(collect) == 1 else 'them'}")

@@ -104,6 +104,7 @@ class LineageFormat(enum.StrEnum):
 
 
 DEFAULT_PUSH_RETRIES = 3
+DEFAULT_MIN_AGE = "7d"  # gc's
 
 CommitOption = Annotated[
     bool,
