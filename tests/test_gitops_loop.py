@@ -262,6 +262,15 @@ def test_a_dirty_odf_folder_is_refused_before_anything_is_applied(tmp_path: Path
         "error: --commit refused, nothing was applied: odf/ has changes no reconcile run "
         f"committed: odf/{A}/refs/head, odf/notes.txt; commit or discard them first\n"
     )
+    assert re.fullmatch(r"nothing applied in [\d.]+ s\n", result.stdout)
+    # The scheduled job's summary reads why from the JSON document.
+    as_json = run(repo.root, "apply", "--commit", "--format", "json")
+    assert as_json.returncode == 1
+    document = json.loads(as_json.stdout)
+    assert (document["error"], document["datasets"]) == (
+        result.stderr.removeprefix("error: ").strip(),
+        [],
+    )
     assert repo.odf.names() == [A]
 
 
@@ -287,7 +296,8 @@ def test_an_ignore_rule_catching_chain_files_is_refused_before_anything_is_appli
     runner = clone(origin, tmp_path / "runner")
     (tmp_path / "runner" / ".gitignore").write_text("*.log\ndata/\n")
     result = run(tmp_path / "runner", "apply", "--commit", "--system-time", WHEN)
-    assert (result.returncode, result.stdout) == (1, "")
+    assert result.returncode == 1
+    assert re.fullmatch(r"nothing applied in [\d.]+ s\n", result.stdout)
     assert result.stderr == (
         "error: --commit refused, nothing was applied: git ignores files a run must commit:"
         " odf/<dataset>/data/f1620 (.gitignore:2: data/); add the rule `!odf/**` below it,"

@@ -63,7 +63,7 @@ def run(session: Session, options: RunOptions) -> None:
     try:
         with session.odf.lock("reconcile apply", timeout=session.lock_timeout) as killed:
             attempt = _attempts(session, options, as_json, first, heads, killed)
-    except RepositoryLockedError as e:
+    except (RepositoryLockedError, loop.CommitRefusedError) as e:
         _stopped(session, str(e), as_json)
     _finish(session, attempt.result, attempt.finished, attempt.code, as_json)
 

@@ -22,9 +22,14 @@ from ..gitloop import message, push
 from ..gitloop.fingerprints import reconciler_version
 from ..gitloop.worktree import RefusedError, Worktree
 from ..odf.lock import LockHolder
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, Session, fail
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, Session
 from .progress import Finished
 from .results import RunResult
+
+
+class CommitRefusedError(RuntimeError):
+    """The checkout is not fit for the loop; nothing was applied. The command says so
+    its own way (``apply --format json`` writes its document with the cause)."""
 
 
 @dataclass
@@ -60,7 +65,7 @@ def converge(
             tree.check(push_too, data_in_odf)
         upstream = push.upstream_of(tree) if push_too else None
     except RefusedError as e:
-        raise fail(f"error: --commit refused, nothing was applied: {e}") from None
+        raise CommitRefusedError(f"--commit refused, nothing was applied: {e}") from None
     run_id = str(uuid.uuid4())
     attempts = retries + 1
     rng = random.Random()

@@ -73,7 +73,7 @@ def run(
                     attempt = loop.converge(session, push_too, retries, False, once, killed)
                 else:
                     attempt = once()
-        except RepositoryLockedError as e:
+        except (RepositoryLockedError, loop.CommitRefusedError) as e:
             raise fail(f"error: {e}") from None
     if attempt.result.error is not None:
         typer.echo(f"error: {attempt.result.error}", err=True)
