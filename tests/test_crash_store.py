@@ -118,6 +118,8 @@ def template(root: Path, store: Store) -> None:
     its data in ``store``."""
     repo = GitOpsRepo.create(root)
     (root / "pyproject.toml").write_text(store.settings())
+    if store.server is None:
+        (root / "store").mkdir()  # a folder store must exist
     write_manifests(repo)
     repo.commit("datasets")
     repo.apply(SET_UP)  # metadata only: no data yet

@@ -43,6 +43,8 @@ def write_settings(root: Path, data_store: str | None, endpoint: str | None) -> 
     settings = "[tool.reconciler]\n"
     if data_store is not None:
         settings += f'data_store = "{data_store}"\n'
+        if not data_store.startswith("s3://"):  # a folder store must exist
+            (root / data_store).mkdir(parents=True, exist_ok=True)
     if endpoint is not None:
         settings += f'\n[tool.reconciler.s3]\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
     (root / "pyproject.toml").write_text(settings)
@@ -303,6 +305,24 @@ def test_bad_credentials_are_one_error_and_nothing_is_written(
     assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
 
 
+def test_a_missing_store_folder_is_one_error_and_is_not_made(tmp_path: Path) -> None:
+    """An unmounted share looks like a missing folder: made, it would take the new
+    objects while the chains' old ones stay where the share is."""
+    root = tmp_path / "repo"
+    make_repo(root, "../share/odf-data")
+    shutil.rmtree(tmp_path / "share")
+    store = tmp_path / "share" / "odf-data"
+    for args in (("apply", "--yes"), ("gc",)):
+        result = cli(root, *args)
+        assert result.exit_code == 1, result.output
+        assert result.output.splitlines()[-2 if args[0] == "apply" else -1] == (
+            f"error: data store {store} does not exist: create it (mkdir -p {store}), or"
+            " mount the share it is on"
+        )
+    assert not (tmp_path / "share").exists()
+    assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
+
+
 def test_a_missing_bucket_is_one_error_and_nothing_is_written(
     tmp_path: Path, credentials: S3Server
 ) -> None:
@@ -417,6 +437,8 @@ def _move_into(root: Path, setting: str, endpoint: str | None) -> None:
     if endpoint is not None:
         text += f'\n[tool.reconciler.s3]\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
     (root / "pyproject.toml").write_text(text)
+    if endpoint is None:  # a folder store must exist
+        (root / setting).mkdir(parents=True, exist_ok=True)
 
 
 @pytest.mark.parametrize("where", ["folder", "s3"])

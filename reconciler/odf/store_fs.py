@@ -73,8 +73,14 @@ class FileSystemStore:
         with self._errors("cannot be reached"):
             info = self.filesystem.get_file_info(self.base)
             if info.type == pafs.FileType.NotFound and self.rename:
-                self.filesystem.create_dir(self.base, recursive=True)
-            elif info.type == pafs.FileType.File:
+                # Never made here: a missing folder is most often a share that is not
+                # mounted, and a run writing into a new empty one would split the chains'
+                # objects between two places (as a missing bucket is refused).
+                raise StoreError(
+                    f"data store {self.shown} does not exist: create it (mkdir -p"
+                    f" {self.shown}), or mount the share it is on"
+                )
+            if info.type == pafs.FileType.File:
                 raise StoreError(f"data store {self.shown} is a file, not a folder")
             bucket = self.base.split("/", 1)[0]
             if not self.rename and self.filesystem.get_file_info(bucket).type != _FOLDER:
