@@ -12,6 +12,8 @@ import json
 import re
 import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -619,3 +621,41 @@ def test_verify_no_download_lists_the_store_and_reads_no_object(
         for key, original in zip(keys, originals, strict=True):
             with s3.open_output_stream(key) as f:
                 f.write(original)
+
+
+FULL_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from pyarrow import fs
+from reconciler.odf.store import StoreError
+from reconciler.odf.store_fs import FileSystemStore
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+base, cache, source = sys.argv[1:]
+store = FileSystemStore(fs.LocalFileSystem(), base, Path(cache), base, rename=True)
+try:
+    store.put(Path(source), "f1620" + "ab" * 32, "data")
+except StoreError as e:
+    print(e)
+"""
+
+
+def test_a_write_the_disk_refuses_leaves_no_temporary_in_a_folder_store(tmp_path: Path) -> None:
+    """The file system refuses the write part way (a size limit stands in for a full
+    disk): the error names the object, and the half-written temporary is gone."""
+    store, source = tmp_path / "store", tmp_path / "slice.parquet"
+    store.mkdir()
+    source.write_bytes(b"x" * 100_000)
+    failed = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(store), str(tmp_path / "cache"), str(source)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert failed.stdout == (
+        f"data store {store} cannot store data/f1620{'ab' * 32}: [Errno 27] Error writing bytes"
+        " to file. Detail: [errno 27] File too large\n"
+    )
+    assert [p.name for p in store.rglob("*")] == ["data"]
+    assert source.read_bytes() == b"x" * 100_000

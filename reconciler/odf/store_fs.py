@@ -101,9 +101,17 @@ class FileSystemStore:
             if self.rename:
                 self.filesystem.create_dir(parent, recursive=True)
             target = f"{parent}/{_PENDING}{secrets.token_hex(8)}" if self.rename else key
-            with open(source, "rb") as src, self.filesystem.open_output_stream(target) as out:
-                while chunk := src.read(_CHUNK):
-                    out.write(chunk)
+            try:
+                with open(source, "rb") as src, self.filesystem.open_output_stream(target) as out:
+                    while chunk := src.read(_CHUNK):
+                        out.write(chunk)
+            except Exception:
+                # A failed write (a full disk) takes its temporary with it: left, it
+                # would keep the store full until gc's --min-age let it go.
+                if self.rename:
+                    with contextlib.suppress(OSError):
+                        self.filesystem.delete_file(target)
+                raise
             if self.rename:
                 self.filesystem.move(target, key)
 
