@@ -115,6 +115,9 @@ def test_a_run_killed_before_its_commit_has_its_verified_work_committed_by_the_n
     a_head, b_head = ((runner / "odf" / n / "refs" / "head").read_text().strip() for n in (A, B))
     assert repo.git.status("--porcelain").splitlines()[0] == "?? odf/"
     assert git.Repo(origin).commit("main").summary == "b, from a server"
+    work = runner / ".reconcile-cache" / "work"
+    (left,) = [p.name for p in work.iterdir()]  # B's ingest folder, with its fetch in it
+    assert left.startswith("odf-ingest-")
 
     gated.gate.set()
     again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
@@ -145,6 +148,7 @@ def test_a_run_killed_before_its_commit_has_its_verified_work_committed_by_the_n
     assert list(trailers(str(log[1].message))) == ["Reconcile-Run-Id", "Reconcile-Version"]
     assert sorted({f.split("/")[1] for f in log[1].stats.files}) == [A, B]
     assert sorted({f.split("/")[1] for f in log[0].stats.files}) == [B]
+    assert list(work.iterdir()) == []  # the killed run's working folder is gone
 
     fresh = tmp_path / "fresh"
     clone(origin, fresh)

@@ -21,6 +21,7 @@ from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
 from ..odf.lock import LockHolder, RepositoryLockedError
 from ..plan.model import Action, Plan
+from ..writer.scratch import remove_stale
 from . import interrupt, loop
 from . import plan as plan_command
 from .common import (
@@ -62,6 +63,7 @@ def run(session: Session, options: RunOptions) -> None:
     heads = _heads(session)
     try:
         with session.odf.lock("reconcile apply", timeout=session.lock_timeout) as killed:
+            remove_stale(session.config.work_dir)
             attempt = _attempts(session, options, as_json, first, heads, killed)
     except (RepositoryLockedError, loop.CommitRefusedError) as e:
         _stopped(session, str(e), as_json)

@@ -21,7 +21,7 @@ from ..apply.outcome import Outcome, Status
 from ..engine.errors import describe
 from ..ingest.pull import push_file
 from ..odf.lock import RepositoryLockedError
-from ..writer.scratch import scratch_dir
+from ..writer.scratch import remove_stale, scratch_dir
 from . import loop
 from .common import (
     EXIT_FAILED,
@@ -69,6 +69,7 @@ def run(
         try:
             with session.odf.lock("reconcile push", timeout=session.lock_timeout) as killed:
                 session.odf.remove_leftovers()
+                remove_stale(session.config.work_dir)
                 if commit:
                     attempt = loop.converge(session, push_too, retries, False, once, killed)
                 else:

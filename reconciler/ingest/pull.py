@@ -25,7 +25,7 @@ from ..odf.repository import Dataset
 from ..odf.schema_evolution import IncompatibleSchemaError
 from ..odf.timestamps import Timestamp
 from ..writer.commit import all_or_nothing, commit
-from ..writer.scratch import scratch_dir
+from ..writer.scratch import INGEST_PREFIX, PUSH_PREFIX, scratch_dir
 from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocessed
@@ -89,7 +89,7 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
                 note = "source is uncacheable (it gave no ETag or date)"
                 return PullResult(blocks, rows, note, size)
             system_time = context.now()
-            with scratch_dir(context.scratch, "odf-ingest-") as tmp:
+            with scratch_dir(context.scratch, INGEST_PREFIX) as tmp:
                 work = Path(tmp)
                 context.progress("fetch")
                 try:
@@ -206,7 +206,7 @@ def push_file(
         )
     system_time = context.now()
     fetched = Fetched(path=path, source_state=None, source_event_time=None, origin=str(path))
-    with all_or_nothing(dataset), scratch_dir(context.scratch, "odf-push-") as tmp:
+    with all_or_nothing(dataset), scratch_dir(context.scratch, PUSH_PREFIX) as tmp:
         blocks, rows, size = _ingest_file(
             dataset, state, context, source, fetched, system_time, Path(tmp)
         )

@@ -14,7 +14,7 @@ from ..ingest.pull import IngestContext, PullResult
 from ..odf.multiformat import DatasetId
 from ..odf.repository import Dataset, OdfRepository
 from ..writer.commit import all_or_nothing, commit
-from ..writer.scratch import scratch_dir
+from ..writer.scratch import TRANSFORM_PREFIX, scratch_dir
 from .execute import has_work, stage_transform
 from .inputs import next_inputs
 
@@ -35,7 +35,7 @@ def run_derivative(
     system_time = context.now()
     context.progress("transform")
     spark = context.spark()
-    with all_or_nothing(dataset), scratch_dir(context.scratch, "odf-transform-") as tmp:
+    with all_or_nothing(dataset), scratch_dir(context.scratch, TRANSFORM_PREFIX) as tmp:
         staged = stage_transform(spark, dataset, state, inputs, system_time, Path(tmp))
         context.progress("commit")
         blocks = commit(dataset, staged, system_time)

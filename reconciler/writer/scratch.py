@@ -10,8 +10,15 @@ the fallback of callers with no repository (benchmarks, tests).
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
+
+INGEST_PREFIX = "odf-ingest-"
+TRANSFORM_PREFIX = "odf-transform-"
+PUSH_PREFIX = "odf-push-"
+_LOCKED = (INGEST_PREFIX, TRANSFORM_PREFIX, PUSH_PREFIX)
+"""The prefixes of the working folders made only under the repository lock."""
 
 
 def scratch_dir(under: Path | None, prefix: str) -> tempfile.TemporaryDirectory[str]:
@@ -26,3 +33,17 @@ def scratch_dir(under: Path | None, prefix: str) -> tempfile.TemporaryDirectory[
         except OSError:
             pass
     return tempfile.TemporaryDirectory(prefix=prefix)
+
+
+def remove_stale(under: Path) -> int:
+    """Remove the working folders killed runs left beneath ``under`` (an ingest's copy of
+    its source, a transform's staged slices: gigabytes, on a runner whose clone
+    persists); how many. Call it holding the repository lock: the folders it removes are
+    made only under that lock, so none of them is a live run's (``sql`` and ``verify``,
+    which take no lock, use other prefixes)."""
+    if not under.is_dir():
+        return 0
+    stale = [p for p in under.iterdir() if p.is_dir() and p.name.startswith(_LOCKED)]
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return len(stale)
