@@ -14,6 +14,7 @@ import datetime as dt
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -124,7 +125,9 @@ def test_a_run_killed_before_its_commit_has_its_verified_work_committed_by_the_n
 
     assert again.returncode == 0, again.stdout + again.stderr
     lines = [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(again.stdout)]
-    assert lines[0] == "committed SHA: reconcile: 2 datasets recovered from a killed run"
+    assert (
+        lines[0] == "committed SHA: reconcile: 2 datasets recovered from a run that did not commit"
+    )
     assert lines[-3:] == [
         "committed SHA: reconcile: 1 dataset advanced (2 records)",
         "pushed SHA to origin/main",
@@ -133,15 +136,15 @@ def test_a_run_killed_before_its_commit_has_its_verified_work_committed_by_the_n
     log = list(git.Repo(origin).iter_commits("main"))
     assert [c.summary for c in log] == [
         "reconcile: 1 dataset advanced (2 records)",
-        "reconcile: 2 datasets recovered from a killed run",
+        "reconcile: 2 datasets recovered from a run that did not commit",
         "b, from a server",
         "datasets",
     ]
     recovered = str(log[1].message).split("\n\n")
     assert re.fullmatch(
-        r"reconcile apply \(pid \d+ on .+, since \d\d:\d\d:\d\d UTC\) ended without releasing"
-        r" the repository lock; the chains it had advanced verify, and are committed as they"
-        r" were left:",
+        r"reconcile apply \(pid \d+ on .+, since \d\d:\d\d:\d\d UTC\) ended without committing"
+        r" the chains it had advanced \(killed, or its commit failed\); they verify, and are"
+        r" committed as they were left:",
         recovered[1],
     )
     assert recovered[2] == f"- {A}: head {a_head}\n- {B}: head {b_head}"
@@ -262,7 +265,7 @@ def test_a_killed_runs_chain_that_does_not_verify_stops_the_next_run_with_its_pr
     assert again.returncode == 1
     assert re.fullmatch(r"nothing applied in [\d.]+ s\n", again.stdout)
     assert again.stderr == (
-        "error: --commit refused, nothing was applied: a run killed holding the lock "
+        "error: --commit refused, nothing was applied: a run that did not commit "
         "(reconcile apply (pid 4242 on runner-7, since 06:00:00 UTC)) left odf/"
         f"{A} changed, and it does not verify: block #5: data file bytes do not match "
         f"physical hash {data.name}; its records cannot be read (ArrowInvalid); discard it "
@@ -296,8 +299,90 @@ def test_a_change_beside_the_chains_is_not_taken_for_a_killed_runs_work(
     assert again.returncode == 1
     assert re.fullmatch(r"nothing applied in [\d.]+ s\n", again.stdout)
     assert again.stderr == (
-        "error: --commit refused, nothing was applied: a run killed holding the lock "
+        "error: --commit refused, nothing was applied: a run that did not commit "
         f"(reconcile apply (pid 4242 on runner-7, since 06:00:00 UTC)) left changes, and {why}; "
         "commit or discard it first\n"
     )
     assert (runner / stray).read_text() == "a person's note\n"
+
+
+def test_a_run_whose_git_commit_fails_leaves_its_work_for_the_next_run_to_commit(
+    tmp_path: Path,
+) -> None:
+    """git refuses the first commit (a reference-transaction hook stands in for a full
+    disk: --no-verify does not skip it). The run says so and keeps the lock's record;
+    the next run commits the work as it would a killed run's, and pushes it."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = tmp_path / "runner"
+    mine = clone(origin, runner)
+    hook = runner / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1" = prepared ] && [ ! -e {tmp_path}/refused ] || exit 0\n'
+        f"touch {tmp_path}/refused\n"
+        "echo 'the disk is full' >&2\n"
+        "exit 1\n"
+    )
+    hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
+
+    failed = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert failed.stderr.splitlines()[-1] == (
+        "error: git commit failed: the disk is full; the chains this run advanced are valid"
+        " and left uncommitted: the next --commit run commits them"
+    )
+    assert (runner / "odf" / ".lock").read_bytes() != b""  # the record stays
+    assert git.Repo(origin).commit("main").summary == "datasets"
+
+    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    lines = [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(again.stdout)]
+    assert (
+        lines[0] == "committed SHA: reconcile: 1 dataset recovered from a run that did not commit"
+    )
+    assert lines[-3:] == [
+        "nothing to commit",
+        "pushed SHA to origin/main",
+        "1 dataset: 1 up to date in N s",
+    ]
+    assert git.Repo(origin).commit("main") == mine.head.commit
+    assert (runner / "odf" / ".lock").read_bytes() == b""
+
+
+def test_gits_index_lock_is_refused_unless_a_killed_run_made_it(tmp_path: Path) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    index_lock = runner / ".git" / "index.lock"
+    index_lock.write_bytes(b"")
+
+    refused = run(runner, "apply", "--commit", "--system-time", WHEN)
+
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        f"error: --commit refused, nothing was applied: {index_lock} exists: a git command"
+        " is running in this checkout, or one was killed; remove the file once no git"
+        " command runs\n"
+    )
+    assert index_lock.exists()
+
+    # Made after a run that did not commit began: that run's git, killed with it.
+    applied = run(runner, "apply", "--system-time", WHEN)  # advanced, not committed
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    began = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
+    (runner / "odf" / ".lock").write_bytes(
+        LockHolder("reconcile apply", 4242, "r", began).to_json()
+    )
+    index_lock.write_bytes(b"")
+
+    recovered = run(runner, "apply", "--commit", "--system-time", WHEN)
+
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert not index_lock.exists()
+    lines = [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(recovered.stdout)]
+    assert lines[:2] == [
+        "removed .git/index.lock, left by the git of the run that did not commit",
+        "committed SHA: reconcile: 1 dataset recovered from a run that did not commit",
+    ]

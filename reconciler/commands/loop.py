@@ -20,8 +20,8 @@ import typer
 
 from ..gitloop import message, push
 from ..gitloop.fingerprints import reconciler_version
-from ..gitloop.worktree import RefusedError, Worktree
-from ..odf.lock import LockHolder
+from ..gitloop.worktree import CommitError, RefusedError, Worktree
+from ..odf.lock import LockHolder, leave_record
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, Session
 from .progress import Finished
 from .results import RunResult
@@ -55,16 +55,19 @@ def converge(
 ) -> Attempt:
     """Reconcile, commit and (``push_too``) push until the push lands or retries run out;
     the last attempt, its code raised to 1 if its commit could not be pushed. ``killed``:
-    the run that died holding the lock, whose verified work is committed first."""
+    a run that ended holding the lock without committing, whose verified work is
+    committed first."""
     data_in_odf = session.config.data_store == "odf"
     try:
         tree = Worktree.open(session.config.root, session.config.odf_dir)
+        if killed is not None and tree.remove_index_lock(killed.since.timestamp()):
+            session.say("removed .git/index.lock, left by the git of the run that did not commit")
         tree.check(push_too, data_in_odf, odf_changes=killed is not None)
         if killed is not None:
             _recover(session, tree, killed, as_json)
             tree.check(push_too, data_in_odf)
         upstream = push.upstream_of(tree) if push_too else None
-    except RefusedError as e:
+    except (RefusedError, CommitError) as e:
         raise CommitRefusedError(f"--commit refused, nothing was applied: {e}") from None
     run_id = str(uuid.uuid4())
     attempts = retries + 1
@@ -72,7 +75,18 @@ def converge(
     for number in range(1, attempts + 1):
         base = tree.head()
         attempt = reconcile()
-        sha = _commit(session, tree, attempt, run_id, as_json)
+        try:
+            sha = _commit(session, tree, attempt, run_id, as_json)
+        except CommitError as e:
+            # The work stays, valid and uncommitted; the lock's record stays with it,
+            # so the next run commits it as it would a killed run's.
+            leave_record(session.odf.root)
+            attempt.result.error = (
+                f"{e}; the chains this run advanced are valid and left uncommitted: the "
+                "next --commit run commits them"
+            )
+            attempt.code = EXIT_FAILED
+            return attempt
         if upstream is None:
             return attempt
         # Nothing new may still leave commits to push: an earlier run's, stopped before
@@ -108,13 +122,14 @@ def converge(
 
 
 def _recover(session: Session, tree: Worktree, killed: LockHolder, as_json: bool) -> None:
-    """Commit what a killed run left under the ODF folder, once it verifies.
+    """Commit what a run that did not commit left under the ODF folder, once it verifies.
 
-    A run killed (SIGKILL, a lost machine) before its commit leaves chains advanced in
-    the working tree, each valid (heads move last) beside files no head reaches. Those
-    are removed; the advanced chains are checked whole and committed as the killed run's
-    work, so it is neither lost nor done twice. A chain that does not verify, or a
-    change in no chain's folder, stops the run (``RefusedError``) for a person to see.
+    A run killed (SIGKILL, a lost machine) before its commit, or whose ``git commit``
+    failed, leaves chains advanced in the working tree, each valid (heads move last)
+    beside files no head reaches. Those are removed; the advanced chains are checked
+    whole and committed as that run's work, so it is neither lost nor done twice. A
+    chain that does not verify, or a change in no chain's folder, stops the run
+    (``RefusedError``) for a person to see.
     """
     session.odf.remove_leftovers()
     changed = tree.odf_changes()
@@ -137,7 +152,7 @@ def _left_names(tree: Worktree, killed: LockHolder) -> list[str]:
     for p in parts:
         if len(p) <= depth + 1 or name_problem(p[depth]) is not None:
             raise RefusedError(
-                f"a run killed holding the lock ({killed}) left changes, and {'/'.join(p)} "
+                f"a run that did not commit ({killed}) left changes, and {'/'.join(p)} "
                 "is in no dataset's folder; commit or discard it first"
             )
     return sorted({p[depth] for p in parts})
@@ -154,7 +169,7 @@ def _left_head(session: Session, tree: Worktree, killed: LockHolder, name: str) 
     tracked = tree.tracked(folder)
     if head is None and not tracked:
         raise RefusedError(
-            f"a run killed holding the lock ({killed}) left changes, and {folder} holds no "
+            f"a run that did not commit ({killed}) left changes, and {folder} holds no "
             "chain; commit or discard it first"
         )
     problems = [p for p in check_integrity(dataset) if p.fatal] if head is not None else []
@@ -163,7 +178,7 @@ def _left_head(session: Session, tree: Worktree, killed: LockHolder, name: str) 
         if tracked:
             discard = f"git checkout HEAD -- {folder} && {discard}"
         raise RefusedError(
-            f"a run killed holding the lock ({killed}) left {folder} changed, and it does "
+            f"a run that did not commit ({killed}) left {folder} changed, and it does "
             f"not verify: {problems[0]}; discard it with `{discard}`"
         )
     return None if head is None else str(head)

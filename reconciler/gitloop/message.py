@@ -137,16 +137,16 @@ def _first_line(message: str) -> str:
 
 
 def recovery_subject(heads: dict[str, str | None]) -> str:
-    """``reconcile: 2 datasets recovered from a killed run``."""
-    return f"reconcile: {count(len(heads), 'dataset')} recovered from a killed run"
+    """``reconcile: 2 datasets recovered from a run that did not commit``."""
+    return f"reconcile: {count(len(heads), 'dataset')} recovered from a run that did not commit"
 
 
 def recovery_message(killed: str, heads: dict[str, str | None], trailers: Trailers) -> str:
     """The commit of what a killed run had written: who it was, and each chain's head
     (None: a dataset it deleted)."""
     about = (
-        f"{killed} ended without releasing the repository lock; the chains it had "
-        "advanced verify, and are committed as they were left:"
+        f"{killed} ended without committing the chains it had advanced (killed, or its"
+        " commit failed); they verify, and are committed as they were left:"
     )
     chains = [
         f"- {name}: deleted" if head is None else f"- {name}: head {head}"

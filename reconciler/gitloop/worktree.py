@@ -4,7 +4,8 @@
 working tree where that commit would sweep in someone else's changes or leave work
 half-done: uncommitted or untracked changes under the ODF folder, changes staged
 elsewhere (they would ride along), a merge, rebase, cherry-pick or revert in progress,
-or no committer identity. With ``--push`` a rejected push moves the checkout to the
+git's index lock (a git command running, or killed), or no committer identity. With
+``--push`` a rejected push moves the checkout to the
 remote's tip (``push``), which would discard uncommitted changes to tracked files
 anywhere, so those are refused too, as is a detached HEAD (no branch to push).
 
@@ -31,10 +32,15 @@ _IN_PROGRESS = {
     "REVERT_HEAD": "a revert",
 }
 _SHOWN = 5
+_INDEX_LOCK = "index.lock"
 
 
 class RefusedError(RuntimeError):
     """The checkout is not fit for a reconcile commit; the message says why and what to do."""
+
+
+class CommitError(RuntimeError):
+    """``git commit`` failed; the message is git's reason."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,11 @@ class Worktree:
         for marker, what in _IN_PROGRESS.items():
             if (git_dir / marker).exists():
                 raise RefusedError(f"{what} is in progress: finish or abort it first")
+        if (git_dir / _INDEX_LOCK).exists():
+            raise RefusedError(
+                f"{git_dir / _INDEX_LOCK} exists: a git command is running in this checkout, "
+                "or one was killed; remove the file once no git command runs"
+            )
         if push and self.branch() is None:
             raise RefusedError("HEAD is detached: --push needs a branch checked out")
         try:
@@ -138,20 +149,38 @@ class Worktree:
 
     def commit(self, message: str) -> str | None:
         """Stage the ODF folder (and nothing else) and commit it; the new commit's sha, or
-        None when nothing under it changed."""
+        None when nothing under it changed. ``CommitError`` with git's reason if git
+        refuses (its index locked, a full disk)."""
         ours = [c for c in self.changes() if self._under_odf(c.path)]
         stage = [c.path for c in ours if not self._transient(c.path)]
         unstage = [c.path for c in ours if c.tracked and self._transient(c.path)]
-        if stage:
-            self._with_paths(["add", "--all"], stage)
-        if unstage:
-            self._with_paths(["rm", "--cached", "--quiet"], unstage)
-        if not self.staged():
-            return None
-        # No pre-commit or commit-msg hooks: they are for people's changes, and a data
-        # repository's linters must not stop the chains from being committed.
-        self.repo.git.commit("--quiet", "--no-verify", "-m", message)
+        try:
+            if stage:
+                self._with_paths(["add", "--all"], stage)
+            if unstage:
+                self._with_paths(["rm", "--cached", "--quiet"], unstage)
+            if not self.staged():
+                return None
+            # No pre-commit or commit-msg hooks: they are for people's changes, and a data
+            # repository's linters must not stop the chains from being committed.
+            self.repo.git.commit("--quiet", "--no-verify", "-m", message)
+        except git.GitCommandError as e:
+            reasons = [line.strip() for line in str(e.stderr).splitlines() if line.strip()]
+            reason = reasons[0].removeprefix("stderr: ").strip("'") if reasons else str(e)
+            raise CommitError(f"git commit failed: {reason}") from None
         return self.head()
+
+    def remove_index_lock(self, since: float) -> bool:
+        """Remove git's index lock if it was made at ``since`` (a timestamp) or later:
+        the lock of a ``git`` a killed run started, which nothing will remove."""
+        lock = Path(self.repo.git_dir) / _INDEX_LOCK
+        try:
+            if lock.stat().st_mtime < since:
+                return False
+            lock.unlink()
+            return True
+        except FileNotFoundError:
+            return False
 
     def _with_paths(self, command: list[str], paths: list[str]) -> None:
         """Run a git command on many paths (a run may write thousands of files): through

@@ -106,15 +106,25 @@ def read_holder(root: Path) -> LockHolder | None:
 
 _held: dict[Path, int] = {}
 """Lock files this process holds, with how many nested holds each has."""
+_kept: set[Path] = set()
+"""Held lock files whose record stays when they are released (``leave_record``)."""
 _held_guard = threading.Lock()
+
+
+def leave_record(root: Path) -> None:
+    """Keep the record of ``root``'s lock, which this process holds, when it is released:
+    the run ends with work it could not commit (its ``git commit`` failed), and the next
+    run, finding the record, takes it for a killed run's and commits that work first."""
+    with _held_guard:
+        _kept.add((Path(root) / LOCK_FILE).resolve())
 
 
 @contextlib.contextmanager
 def repository_lock(root: Path, command: str, timeout: float = 0) -> Iterator[LockHolder | None]:
     """Hold ``root``'s lock for the body, waiting up to ``timeout`` seconds for it; the
-    body gets the record of a run that died holding it (a clean release clears the
-    record, so one still there when the lock is taken was left by a killed process),
-    else None.
+    body gets the record of a run that did not commit its work (a clean release clears
+    the record, so one still there when the lock is taken was left by a killed process,
+    or kept by ``leave_record``), else None.
 
     Raises ``RepositoryLockedError`` naming the holder when it stays taken. Nested holds
     in one process share the outer one (and get None).
@@ -146,7 +156,10 @@ def repository_lock(root: Path, command: str, timeout: float = 0) -> Iterator[Lo
         finally:
             with _held_guard:
                 del _held[path]
-            os.ftruncate(fd, 0)  # the record goes with the lock: a reader sees no stale holder
+                kept = path in _kept
+                _kept.discard(path)
+            if not kept:  # the record goes with the lock: a reader sees no stale holder
+                os.ftruncate(fd, 0)
     finally:
         os.close(fd)  # releases the flock
 
