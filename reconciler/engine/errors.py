@@ -31,8 +31,34 @@ def first_line(text: str, fallback: str = "") -> str:
 
 def describe(error: BaseException) -> str:
     """An error for the report: its type and message. Of an error raised by Spark or
-    py4j only the first line is kept: the rest is the JVM's stack."""
+    py4j only the first line is kept (the rest is the JVM's stack), with the deepest
+    cause added when that line only says where it came from ("An exception was thrown
+    from the Python worker:", "An error occurred while calling o243.collectToPython."):
+    a full disk or a missing file must show without ``-v``."""
     text = str(error).strip()
     if type(error).__module__.split(".")[0] in ("pyspark", "py4j"):
-        text = first_line(text)
+        first = first_line(text)
+        cause = _deepest_cause(text) if _WRAPPER.search(first) else None
+        text = f"{first.rstrip(':.')}: {cause}" if cause else first
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# A first line that says where an error came from, not what it is.
+_WRAPPER = re.compile(r":$|^An error occurred while calling [\w.$]+\.$")
+# A line naming an exception and its message: a Python traceback's last line, a JVM
+# trace's head (after py4j's ": ") or one of its "Caused by:" lines.
+_CAUSE = re.compile(r"^(?::\s*|Caused by:\s*)?([A-Za-z_][\w.$]*(?:Error|Exception)(?::\s.*)?)$")
+_CAUSE_CHARS = 500
+
+
+def _deepest_cause(text: str) -> str | None:
+    """The last exception line of ``text`` after its first line, without SQLSTATE."""
+    causes = [
+        match[1]
+        for line in text.splitlines()[1:]
+        if (match := _CAUSE.match(line.strip())) is not None
+    ]
+    if not causes:
+        return None
+    cause = _SQLSTATE.sub("", causes[-1])
+    return cause if len(cause) <= _CAUSE_CHARS else cause[: _CAUSE_CHARS - 1] + "…"
