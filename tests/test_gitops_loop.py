@@ -194,6 +194,22 @@ def test_a_run_whose_push_lost_the_race_moves_to_the_remote_tip_and_finds_nothin
     assert_remote_valid_with_each_record_once(origin, tmp_path / "fresh")
 
 
+def readme_pushed_after_first_commit(runner: Path, person: git.Repo) -> None:
+    """Between the first commit in ``runner`` and its push, ``person`` pushes a README to
+    main (once): a race the run loses."""
+    marker = runner.parent / f"{runner.name}.raced"
+    hook = runner / ".git" / "hooks" / "post-commit"
+    hook.write_text(
+        "#!/bin/sh\n"
+        f"[ -e {marker} ] && exit 0\n"
+        f"touch {marker}\n"
+        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
+        f"cd {person.working_tree_dir} && echo '# Data' > README.md && git add README.md &&"
+        " git commit -q -m 'README' && git push -q origin main\n"
+    )
+    hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
+
+
 def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_new_tip(
     tmp_path: Path,
 ) -> None:
@@ -201,17 +217,7 @@ def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_n
     person = clone(origin, tmp_path / "person")
     runner = tmp_path / "runner"
     clone(origin, runner)
-    # Between the run's commit and its push, someone pushes a README to main (once).
-    hook = runner / ".git" / "hooks" / "post-commit"
-    hook.write_text(
-        "#!/bin/sh\n"
-        f"[ -e {tmp_path}/pushed ] && exit 0\n"
-        f"touch {tmp_path}/pushed\n"
-        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
-        f"cd {person.working_tree_dir} && echo '# Data' > README.md && git add README.md &&"
-        " git commit -q -m 'README' && git push -q origin main\n"
-    )
-    hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
+    readme_pushed_after_first_commit(runner, person)
 
     code, out, err = reconcile_and_push(runner)
     assert code == 0, out + err

@@ -37,6 +37,19 @@ B = "org.example.b"
 WHEN = "2026-03-01T06:00:00Z"
 
 
+def scheduled_run(runner: Path) -> list[str]:
+    """The scheduled job's apply in ``runner``, which must succeed: its output lines,
+    with times and commit shas made constant."""
+    done = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(done.stdout)]
+
+
+def recovered_from(datasets: int) -> str:
+    plural = "dataset" if datasets == 1 else "datasets"
+    return f"reconcile: {datasets} {plural} recovered from a run that did not commit"
+
+
 class GatedServer:
     """Serves one CSV on 127.0.0.1, holding each request until ``gate`` is set;
     ``asked`` is set when a request has arrived."""
@@ -121,13 +134,9 @@ def test_a_run_killed_before_its_commit_has_its_verified_work_committed_by_the_n
     assert left.startswith("odf-ingest-")
 
     gated.gate.set()
-    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+    lines = scheduled_run(runner)
 
-    assert again.returncode == 0, again.stdout + again.stderr
-    lines = [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(again.stdout)]
-    assert (
-        lines[0] == "committed SHA: reconcile: 2 datasets recovered from a run that did not commit"
-    )
+    assert lines[0] == f"committed SHA: {recovered_from(2)}"
     assert lines[-3:] == [
         "committed SHA: reconcile: 1 dataset advanced (2 records)",
         "pushed SHA to origin/main",
@@ -136,7 +145,7 @@ def test_a_run_killed_before_its_commit_has_its_verified_work_committed_by_the_n
     log = list(git.Repo(origin).iter_commits("main"))
     assert [c.summary for c in log] == [
         "reconcile: 1 dataset advanced (2 records)",
-        "reconcile: 2 datasets recovered from a run that did not commit",
+        recovered_from(2),
         "b, from a server",
         "datasets",
     ]
@@ -233,12 +242,9 @@ def test_a_commit_left_unpushed_is_pushed_by_the_next_run_even_with_nothing_new(
     committed = run(runner, "apply", "--commit", "--system-time", WHEN)  # not pushed
     assert committed.returncode == 0, committed.stdout + committed.stderr
 
-    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
-
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert normal(again.stdout)[-3:] == [
+    assert scheduled_run(runner)[-3:] == [
         "nothing to commit",
-        f"pushed {mine.head.commit.hexsha[:12]} to origin/main",
+        "pushed SHA to origin/main",
         "1 dataset: 1 up to date in N s",
     ]
     assert git.Repo(origin).commit("main") == mine.head.commit
@@ -335,13 +341,9 @@ def test_a_run_whose_git_commit_fails_leaves_its_work_for_the_next_run_to_commit
     assert (runner / "odf" / ".lock").read_bytes() != b""  # the record stays
     assert git.Repo(origin).commit("main").summary == "datasets"
 
-    again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
+    lines = scheduled_run(runner)
 
-    assert again.returncode == 0, again.stdout + again.stderr
-    lines = [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(again.stdout)]
-    assert (
-        lines[0] == "committed SHA: reconcile: 1 dataset recovered from a run that did not commit"
-    )
+    assert lines[0] == f"committed SHA: {recovered_from(1)}"
     assert lines[-3:] == [
         "nothing to commit",
         "pushed SHA to origin/main",
@@ -384,5 +386,5 @@ def test_gits_index_lock_is_refused_unless_a_killed_run_made_it(tmp_path: Path) 
     lines = [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(recovered.stdout)]
     assert lines[:2] == [
         "removed .git/index.lock, left by the git of the run that did not commit",
-        "committed SHA: reconcile: 1 dataset recovered from a run that did not commit",
+        f"committed SHA: {recovered_from(1)}",
     ]

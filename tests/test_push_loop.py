@@ -8,14 +8,13 @@ once; a dirty checkout is refused before anything is written.
 from __future__ import annotations
 
 import re
-import stat
 from pathlib import Path
 
 import git
 from gitops_repo import GitOpsRepo, manifest, rows, slices
 from test_cli_apply import PUSH, run
 from test_cli_conventions import normal
-from test_gitops_loop import clone, trailers
+from test_gitops_loop import clone, readme_pushed_after_first_commit, trailers
 
 P = "org.example.pushed"
 RECORDS = (
@@ -54,17 +53,7 @@ def test_a_push_that_loses_a_race_is_pushed_again_from_the_remote_tip_and_lands_
     person = clone(origin, tmp_path / "person")
     pusher = tmp_path / "pusher"
     clone(origin, pusher)
-    # Between the push's commit and its git push, someone pushes a README to main (once).
-    hook = pusher / ".git" / "hooks" / "post-commit"
-    hook.write_text(
-        "#!/bin/sh\n"
-        f"[ -e {tmp_path}/pushed ] && exit 0\n"
-        f"touch {tmp_path}/pushed\n"
-        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
-        f"cd {person.working_tree_dir} && echo '# Data' > README.md && git add README.md &&"
-        " git commit -q -m 'README' && git push -q origin main\n"
-    )
-    hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
+    readme_pushed_after_first_commit(pusher, person)
 
     code, out, err = push_records(pusher, "--commit", "--push")
 
