@@ -388,3 +388,26 @@ def test_gits_index_lock_is_refused_unless_a_killed_run_made_it(tmp_path: Path) 
         "removed .git/index.lock, left by the git of the run that did not commit",
         f"committed SHA: {recovered_from(1)}",
     ]
+
+
+def test_a_run_without_commit_leaves_a_killed_runs_record_for_the_next_commit_run(
+    tmp_path: Path,
+) -> None:
+    """Someone runs a plain apply on the runner after a kill: the record of a run that
+    did not commit must outlive it, or the next scheduled run refuses the work."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    applied = run(runner, "apply", "--system-time", WHEN)  # advanced, not committed
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    began = dt.datetime(2026, 3, 1, 6, tzinfo=dt.UTC)
+    (runner / "odf" / ".lock").write_bytes(
+        LockHolder("reconcile apply", 4242, "r", began).to_json()
+    )
+
+    by_hand = run(runner, "apply", "--system-time", WHEN)
+
+    assert by_hand.returncode == 0, by_hand.stdout + by_hand.stderr
+    assert (runner / "odf" / ".lock").read_bytes() != b""
+    assert scheduled_run(runner)[0] == f"committed SHA: {recovered_from(1)}"
+    assert git.Repo(origin).commit("main").summary == recovered_from(1)

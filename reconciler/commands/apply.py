@@ -19,7 +19,7 @@ from ..apply.outcome import Outcome, Status
 from ..apply.run import apply_plan
 from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
-from ..odf.lock import LockHolder, RepositoryLockedError
+from ..odf.lock import LockHolder, RepositoryLockedError, leave_record
 from ..plan.model import Action, Plan
 from ..writer.scratch import remove_stale
 from . import interrupt, loop
@@ -64,6 +64,8 @@ def run(session: Session, options: RunOptions) -> None:
     try:
         with session.odf.lock("reconcile apply", timeout=session.lock_timeout) as killed:
             remove_stale(session.config.work_dir)
+            if killed is not None and not options.commit:
+                leave_record(session.odf.root)  # for the next --commit run to recover
             attempt = _attempts(session, options, as_json, first, heads, killed)
     except (RepositoryLockedError, loop.CommitRefusedError) as e:
         _stopped(session, str(e), as_json)
