@@ -50,6 +50,14 @@ def recovered_from(datasets: int) -> str:
     return f"reconcile: {datasets} {plural} recovered from a run that did not commit"
 
 
+def readme_pushed(person: git.Repo) -> None:
+    """Someone commits a README and pushes it to main: the remote moves."""
+    (Path(str(person.working_tree_dir)) / "README.md").write_text("# Data\n")
+    person.index.add(["README.md"])
+    person.index.commit("README")
+    person.remote("origin").push("main").raise_if_error()
+
+
 class GatedServer:
     """Serves one CSV on 127.0.0.1, holding each request until ``gate`` is set;
     ``asked`` is set when a request has arrived."""
@@ -184,10 +192,7 @@ def test_a_local_commit_of_a_run_stopped_before_its_push_is_let_go_when_the_remo
     people = clone(origin, person)
     committed = run(runner, "apply", "--commit", "--system-time", WHEN)  # not pushed
     assert committed.returncode == 0, committed.stdout + committed.stderr
-    (person / "README.md").write_text("# Data\n")
-    people.index.add(["README.md"])
-    people.index.commit("README")
-    people.remote("origin").push("main").raise_if_error()
+    readme_pushed(people)
 
     again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
 
@@ -216,10 +221,7 @@ def test_a_persons_local_commit_the_remote_lacks_is_never_let_go(tmp_path: Path)
     (runner / "NOTES.md").write_text("local notes\n")
     mine.index.add(["NOTES.md"])
     notes = mine.index.commit("notes on the runner")
-    (person / "README.md").write_text("# Data\n")
-    people.index.add(["README.md"])
-    people.index.commit("README")
-    people.remote("origin").push("main").raise_if_error()
+    readme_pushed(people)
 
     again = run(runner, "apply", "--commit", "--push", "--system-time", WHEN)
 

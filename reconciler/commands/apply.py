@@ -19,9 +19,8 @@ from ..apply.outcome import Outcome, Status
 from ..apply.run import apply_plan
 from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
-from ..odf.lock import LockHolder, RepositoryLockedError, leave_record
+from ..odf.lock import LockHolder, RepositoryLockedError
 from ..plan.model import Action, Plan
-from ..writer.scratch import remove_stale
 from . import interrupt, loop
 from . import plan as plan_command
 from .common import (
@@ -62,10 +61,7 @@ def run(session: Session, options: RunOptions) -> None:
         _stopped(session, problem, as_json)
     heads = _heads(session)
     try:
-        with session.odf.lock("reconcile apply", timeout=session.lock_timeout) as killed:
-            remove_stale(session.config.work_dir)
-            if killed is not None and not options.commit:
-                leave_record(session.odf.root)  # for the next --commit run to recover
+        with loop.writing(session, "reconcile apply", options.commit) as killed:
             attempt = _attempts(session, options, as_json, first, heads, killed)
     except (RepositoryLockedError, loop.CommitRefusedError) as e:
         _stopped(session, str(e), as_json)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import typer
@@ -22,6 +23,7 @@ from ..gitloop import message, push
 from ..gitloop.fingerprints import reconciler_version
 from ..gitloop.worktree import CommitError, RefusedError, Worktree
 from ..odf.lock import LockHolder, leave_record
+from ..writer.scratch import remove_stale
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, Session
 from .progress import Finished
 from .results import RunResult
@@ -30,6 +32,19 @@ from .results import RunResult
 class CommitRefusedError(RuntimeError):
     """The checkout is not fit for the loop; nothing was applied. The command says so
     its own way (``apply --format json`` writes its document with the cause)."""
+
+
+@contextmanager
+def writing(session: Session, command: str, commit: bool) -> Iterator[LockHolder | None]:
+    """Hold the repository lock for a run that writes (``apply``, ``push``): the working
+    folders killed runs left go first, and the record of a run that did not commit
+    (yielded, for ``converge`` to recover its work) is kept for the next ``--commit``
+    run when this one does not commit."""
+    with session.odf.lock(command, timeout=session.lock_timeout) as killed:
+        remove_stale(session.config.work_dir)
+        if killed is not None and not commit:
+            leave_record(session.odf.root)
+        yield killed
 
 
 @dataclass
@@ -135,20 +150,21 @@ def _recover(session: Session, tree: Worktree, killed: LockHolder, as_json: bool
     changed = tree.odf_changes()
     if not changed:
         return
-    heads = {name: _left_head(session, tree, killed, name) for name in _left_names(tree, killed)}
+    names = _left_names(tree, killed, changed)
+    heads = {name: _left_head(session, tree, killed, name) for name in names}
     trailers = message.Trailers(str(uuid.uuid4()), None, reconciler_version())
     sha = tree.commit(message.recovery_message(str(killed), heads, trailers))
     if sha is not None:
         session.say(f"committed {sha[:12]}: {message.recovery_subject(heads)}", err=as_json)
 
 
-def _left_names(tree: Worktree, killed: LockHolder) -> list[str]:
-    """The datasets whose folders hold the changes; ``RefusedError`` for a change in no
-    dataset's folder (a person's file beside the chains, not a run's)."""
+def _left_names(tree: Worktree, killed: LockHolder, changed: list[str]) -> list[str]:
+    """The datasets whose folders hold the ``changed`` paths; ``RefusedError`` for a
+    change in no dataset's folder (a person's file beside the chains, not a run's)."""
     from ..odf.names import name_problem
 
     depth = tree.odf.count("/") + 1
-    parts = [path.split("/") for path in tree.odf_changes()]
+    parts = [path.split("/") for path in changed]
     for p in parts:
         if len(p) <= depth + 1 or name_problem(p[depth]) is not None:
             raise RefusedError(

@@ -20,8 +20,8 @@ import typer
 from ..apply.outcome import Outcome, Status
 from ..engine.errors import describe
 from ..ingest.pull import push_file
-from ..odf.lock import RepositoryLockedError, leave_record
-from ..writer.scratch import remove_stale, scratch_dir
+from ..odf.lock import RepositoryLockedError
+from ..writer.scratch import scratch_dir
 from . import loop
 from .common import (
     EXIT_FAILED,
@@ -67,11 +67,8 @@ def run(
             return _attempt(session, name, path, file, source, shown)
 
         try:
-            with session.odf.lock("reconcile push", timeout=session.lock_timeout) as killed:
+            with loop.writing(session, "reconcile push", commit) as killed:
                 session.odf.remove_leftovers()
-                remove_stale(session.config.work_dir)
-                if killed is not None and not commit:
-                    leave_record(session.odf.root)  # for the next --commit run to recover
                 if commit:
                     attempt = loop.converge(session, push_too, retries, False, once, killed)
                 else:
