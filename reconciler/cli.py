@@ -154,7 +154,7 @@ def _plan_or_apply(session: Session, options: RunOptions) -> None:
     loads the apply's engine, and ``--help`` loads neither."""
     check_combination(options)
     options = replace(
-        options, out=session.at(options.out), saved_plan=session.at(options.saved_plan)
+        options, out=session.out(options.out), saved_plan=session.at(options.saved_plan)
     )
     if options.plan_only:
         from .commands import plan as plan_command
@@ -284,7 +284,7 @@ def sql(
     """
     from .commands import sql as sql_command
 
-    sql_command.run(ctx.obj, query, output_format, ctx.obj.at(out), limit, select)
+    sql_command.run(ctx.obj, query, output_format, ctx.obj.out(out), limit, select)
 
 
 @app.command()
@@ -385,7 +385,7 @@ def show(
     from .commands import show as show_command
 
     session: Session = ctx.obj
-    show_command.run(session.at(file), output_format, session.at(out))
+    show_command.run(session.at(file), output_format, session.out(out))
 
 
 @app.command()

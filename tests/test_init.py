@@ -378,3 +378,101 @@ def test_reconcile_init_refuses_an_existing_file_with_one_error_line(tmp_path: P
         f"error: refusing to overwrite 1 existing file(s): {tmp_path / 'policies' / 'naming.yaml'}\n"
     )
     assert _files(tmp_path) == ["policies/naming.yaml"]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def test_the_scaffolds_plan_step_run_as_github_runs_it_leaves_the_plan_for_the_upload(
+    tmp_path: Path,
+) -> None:
+    """The plan workflow's script, run by bash from the workspace with ``pr/`` beside
+    ``plan/`` (as actions/checkout lays them out): its ``--out`` paths, taken from ``-C
+    pr`` as git takes them, must land in the workspace's ``plan/``, which the upload step
+    takes. It once wrote into ``pr/plan/``, which did not exist: every plan failed."""
+    team = tmp_path / "team"
+    init_repository(team)
+    (team / "datasets" / f"{DAILY}.yaml").unlink()  # a root alone: no query, no JVM
+    _git(team, "init", "-q", "-b", "main")
+    _git(team, "add", "-A")
+    _git(team, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "team")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    _git(workspace, "clone", "-q", str(team), "pr")
+    scripts = dict(run_scripts(team / ".github" / "workflows" / "plan.yml"))
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    env |= {"BASE_REF": "main", "PR_NUMBER": "7", "GITHUB_WORKSPACE": str(workspace)}
+    result = subprocess.run(
+        ["bash", "-e", "-c", scripts["plan/plan"]],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    plan = workspace / "plan"
+    assert sorted(p.name for p in plan.iterdir()) == [
+        "exit-code",
+        "plan.json",
+        "plan.md",
+        "pr-number",
+    ]
+    assert (plan / "exit-code").read_text() == "2\n"
+    assert (plan / "pr-number").read_text() == "7\n"
+    assert '"name": "org.example.shop.orders"' in (plan / "plan.json").read_text()
+    assert "org.example.shop.orders" in (plan / "plan.md").read_text()
+    assert not (workspace / "pr" / "plan").exists()
+
+
+def test_an_out_file_in_a_folder_that_does_not_exist_is_refused_before_any_work(
+    tmp_path: Path,
+) -> None:
+    init_repository(tmp_path / "pr")
+    result = subprocess.run(
+        [_bin("reconcile"), "-C", "pr", "plan", "--out", "plan/plan.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 64
+    assert result.stderr.splitlines()[-1] == (
+        "Error: --out plan/plan.json: folder pr/plan does not exist"
+        " (a relative path is taken from -C pr)"
+    )
+    assert result.stdout == ""
+
+
+def test_a_repositorys_own_python_packages_never_run_in_sparks_python_workers(
+    tmp_path: Path,
+) -> None:
+    """Spark starts its Python workers as ``python -m pyspark.daemon`` in the directory
+    the run started in: the repository. A ``pyspark/`` folder a pull request adds there
+    would be imported instead of the real package, and run with the apply's secrets and
+    push token. The workers now run with ``PYTHONSAFEPATH``: the folder is never on
+    their path."""
+    init_repository(tmp_path)
+    marker = tmp_path.parent / f"{tmp_path.name}-ran"
+    code = f"open({str(marker)!r}, 'a').write('imported\\n')\n"
+    for package in ("pyspark", "pyarrow"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(code)
+    result = subprocess.run(
+        [_bin("reconcile"), "apply", "--yes"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert not marker.exists()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].startswith("2 datasets: 2 created (9 records) in ")

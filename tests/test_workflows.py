@@ -146,7 +146,7 @@ def test_the_plan_installs_the_base_branchs_reconciler_and_plans_the_pull_reques
     plans = [line for line in scripts["plan/plan"].splitlines() if "reconcile" in line]
     assert plans == [
         'reconcile -C pr plan --detailed-exitcode --prune --base "origin/$BASE_REF" \\',
-        "reconcile -C pr show plan/plan.json --format markdown --out plan/plan.md",
+        "reconcile -C pr show ../plan/plan.json --format markdown --out ../plan/plan.md",
     ]
     assert scripts["plan/Verify the changed chains"] == (
         'reconcile -C pr verify --integrity --base "origin/$BASE_REF"'

@@ -101,6 +101,16 @@ class Session:
             return path
         return self.directory / path
 
+    def out(self, path: Path | None) -> Path | None:
+        """An ``--out`` file, taken from ``-C``'s directory, whose folder must exist: a
+        wrong path is refused before the work it would receive, not after."""
+        where = self.at(path)
+        if where is not None and not where.parent.is_dir():
+            taken = path is not None and not path.is_absolute() and self.directory != Path(".")
+            relative = f" (a relative path is taken from -C {self.directory})" if taken else ""
+            raise usage_error(f"--out {path}: folder {where.parent} does not exist{relative}")
+        return where
+
     @property
     def odf(self) -> OdfRepository:
         return self.config.repository()

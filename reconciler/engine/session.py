@@ -54,6 +54,12 @@ FIXED_CONF: Mapping[str, str] = {
     # parsing it, so a query could read the runner's environment (its secrets) into a
     # slice, a plan error or a log line: queries are taken as written.
     "spark.sql.variable.substitute": "false",
+    # Spark starts its Python workers as `python -m pyspark.daemon` in the directory the
+    # run started in, the repository, and `-m` puts that directory first on their path:
+    # a `pyspark/` folder a pull request adds would be imported instead of the real one,
+    # with the apply's secrets and push token. PYTHONSAFEPATH keeps it off (Python 3.11+);
+    # Spark hands `spark.executorEnv.*` to the workers in local mode and on a cluster.
+    "spark.executorEnv.PYTHONSAFEPATH": "1",
     # Spark makes its catalog's default database folder on the first lookup of a table
     # it does not know (a misspelt dataset name), in the working directory: the user's
     # repository. No table is ever created (the sandbox allows queries only), so the
