@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
+import yaml
+
 __all__ = ["Mask", "referenced_secrets", "spellings"]
 
 MASK = "***"
@@ -52,6 +54,22 @@ class Mask:
 
 
 def referenced_secrets(manifests: Iterable[str], env: Mapping[str, str]) -> set[str]:
-    """The values of the environment variables the manifests' templates name."""
-    names = {name for text in manifests for name in _ENV_NAME.findall(text)}
+    """The values of the environment variables the manifests' templates name, as written
+    and as YAML reads them: a double-quoted scalar can spell ``${{`` with escapes
+    (``"\\x24{{ env.X }}"``), and the fetch resolves the value YAML gives."""
+    names = {name for text in manifests for name in _ENV_NAME.findall(_with_scalars(text))}
     return {env[name] for name in names if env.get(name)}
+
+
+def _with_scalars(text: str) -> str:
+    """``text`` followed by its YAML scalars' values, read as events: nothing is built,
+    so aliases cost nothing, and a text YAML cannot read is taken as it is."""
+    try:
+        values = [
+            e.value
+            for e in yaml.parse(text, Loader=yaml.SafeLoader)
+            if isinstance(e, yaml.ScalarEvent)
+        ]
+    except yaml.YAMLError:
+        return text
+    return "\n".join([text, *values])

@@ -30,7 +30,7 @@ from reconciler.ingest.fetch import (
     fetch,
 )
 from reconciler.ingest.templates import TemplateError, resolve_env
-from reconciler.masking import Mask
+from reconciler.masking import Mask, referenced_secrets
 from reconciler.odf import Timestamp, models
 
 SYSTEM_TIME = Timestamp.parse("2024-05-06T07:08:09.123Z")
@@ -455,6 +455,37 @@ def test_a_secret_is_masked_percent_encoded_and_escaped_too(server: Server, tmp_
         f"http://127.0.0.1:{server.port}/quoted: HTTP 500 Internal Server Error: "
         "failed for %2Fquoted%3Fkey%3D***"
     )
+
+
+@pytest.mark.parametrize(
+    ("secret", "padding"),
+    [("wJalrXUtnFEMI/K7MDENGbPxRfiCYEXAMPLEKEY", 280), ("tok  en   With  spaces", 10)],
+    ids=["cut-by-the-snippet", "white-space-folded"],
+)
+def test_an_echoed_secret_is_masked_before_the_error_page_is_cut_or_folded(
+    server: Server, tmp_path: Path, secret: str, padding: int
+) -> None:
+    """A page that echoes a header after padding chosen so the 300-character snippet
+    cuts the secret, or one whose runs of spaces the snippet folds: neither leaves any
+    part of it in the message."""
+    server.routes["/echo"] = lambda path, headers: Reply(
+        403, ("A" * padding + " key " + headers["X-Key"]).encode()
+    )
+    step = url_step(server.url("/echo"), headers=[{"name": "X-Key", "value": "${{ env.KEY }}"}])
+    with pytest.raises(SourceUnreachableError) as e:
+        fetch_url(step, tmp_path, env={"KEY": secret})
+    shown = "A" * padding + " key ***"
+    assert str(e.value) == (
+        f"http://127.0.0.1:{server.port}/echo: HTTP 403 Forbidden: "
+        + shown[:300]
+        + ("…" if len(shown) > 300 else "")
+    )
+
+
+def test_a_template_spelt_with_yaml_escapes_still_names_its_secret() -> None:
+    manifest = 'url: "http://h/p?\\x24{{ env.GH_PAT }}"\nb: "\\u0024{{ env.OTHER }}"\n'
+    env = {"GH_PAT": "ghp_SECRET", "OTHER": "other-secret", "UNUSED": "x"}
+    assert referenced_secrets([manifest], env) == {"ghp_SECRET", "other-secret"}
 
 
 def test_a_header_value_with_a_line_break_is_refused_unsent_and_unquoted(

@@ -355,7 +355,7 @@ def _fetch_http(
     try:
         response = opener.open(request, timeout=HTTP_TIMEOUT_SECONDS)
     except urllib.error.HTTPError as e:
-        body = _body_snippet(e) if e.code not in (304, 404) else ""
+        body = _body_snippet(e, secrets) if e.code not in (304, 404) else ""
         e.close()
         if e.code == 304:
             return UpToDate()
@@ -400,12 +400,17 @@ def _network_failure(reason: object) -> str:
     return f"cannot connect: {reason}"
 
 
-def _body_snippet(response: IO[bytes]) -> str:
+def _body_snippet(response: IO[bytes], secrets: list[str]) -> str:
+    """The start of an error page, its white space folded. A page may echo the request:
+    the secrets are masked before the folding and again after it (a secret with a run
+    of spaces is folded too), and both before the cut, which could leave a part of one
+    no mask would recognise."""
     try:
         raw = response.read(_BODY_SNIPPET_CHARS * 4)
     except (OSError, http.client.HTTPException):
         return ""
-    text = " ".join(raw.decode("utf-8", errors="replace").split())
+    mask = Mask([*secrets, *(" ".join(s.split()) for s in secrets)])
+    text = mask(" ".join(mask(raw.decode("utf-8", errors="replace")).split()))
     return text[:_BODY_SNIPPET_CHARS] + ("…" if len(text) > _BODY_SNIPPET_CHARS else "")
 
 
