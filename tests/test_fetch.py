@@ -482,6 +482,22 @@ def test_an_echoed_secret_is_masked_before_the_error_page_is_cut_or_folded(
     )
 
 
+def test_an_etag_echoing_a_secret_is_never_recorded_as_the_state(
+    server: Server, tmp_path: Path
+) -> None:
+    server.routes["/etag"] = lambda path, headers: Reply(
+        200, b"a\n1\n", (("ETag", f'"v1-{headers["X-Key"]}"'),)
+    )
+    step = url_step(server.url("/etag"), headers=[{"name": "X-Key", "value": "${{ env.KEY }}"}])
+    with pytest.raises(SourceUnreachableError) as e:
+        fetch_url(step, tmp_path, env={"KEY": "etag-s3cret"})
+    assert str(e.value) == (
+        f"http://127.0.0.1:{server.port}/etag: the server's ETag holds a templated secret's"
+        " value, which the chain would record as the source's state; nothing was fetched"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_template_spelt_with_yaml_escapes_still_names_its_secret() -> None:
     manifest = 'url: "http://h/p?\\x24{{ env.GH_PAT }}"\nb: "\\u0024{{ env.OTHER }}"\n'
     env = {"GH_PAT": "ghp_SECRET", "OTHER": "other-secret", "UNUSED": "x"}

@@ -378,6 +378,12 @@ def _fetch_http(
         state: models.SourceState | None = None
         last_modified: Timestamp | None = None
         if etag is not None:
+            if Mask(secrets)(etag) != etag:
+                # The state is recorded in the chain, which is public to every reader.
+                raise unreachable(
+                    "the server's ETag holds a templated secret's value, which the chain"
+                    " would record as the source's state; nothing was fetched"
+                )
             state = _etag_state(etag)
         elif last_modified_header is not None:
             last_modified = _parse_http_date(last_modified_header, origin)
