@@ -1067,6 +1067,22 @@ def test_a_path_outside_the_root_is_kept_as_given() -> None:
     )
 
 
+def test_a_pull_requests_file_names_cannot_put_html_into_the_comment() -> None:
+    """A manifest named ``x\\n<!--.yaml`` opened an HTML comment that hid the rest of
+    the plan; a source file named ``a<img src=x>.csv`` was rendered as an image."""
+    hidden = Problem("file holds no YAML document", location=Location("datasets/x\n<!--.yaml"))
+    files = Pending("new-files", "1 new file: a<img src=x>.csv & b`<i>`.csv\nnext")
+    weekly = dataclasses.replace(WEEKLY, pending=(files,))
+    markdown = render_markdown(Plan(datasets=(TICKS, weekly), problems=(hidden,), root=ROOT))
+    lines = markdown.splitlines()
+    assert [line for line in lines if "<!--" in line and not line.startswith("- `")] == (
+        [line for line in lines if line == "<!-- reconcile-plan -->"]
+    )
+    assert "<img" not in markdown
+    assert "- `datasets/x\\n<!--.yaml`: file holds no YAML document" in markdown
+    assert "- new-files: 1 new file: a&lt;img src=x>.csv &amp; b`<i>`.csv<br>next" in markdown
+
+
 def test_json_names_the_commit_planned() -> None:
     document = plan_to_dict(PLAN)
     assert document["commit"] == COMMIT

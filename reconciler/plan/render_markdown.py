@@ -120,9 +120,27 @@ def _inline(text: str) -> str:
     """Text kept on one line of Markdown; in a table cell, also kept to its cell.
 
     GitHub splits table rows on ``|`` before parsing code spans, so ``\\|`` is needed
-    even inside a span there (and shows as ``|``).
+    even inside a span there (and shows as ``|``). Outside code spans, ``<`` and ``&``
+    are escaped: a file name or a server's message is the pull request's text, and raw
+    HTML in it (``<!--`` hides the rest of the comment) would be rendered.
     """
-    return text.replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
+    text = text.replace("\r\n", "\n")
+    parts, last = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        parts.append(_plain(text[last : span.start()]))
+        parts.append(span.group().replace("\n", " ").replace("|", "\\|"))
+        last = span.end()
+    parts.append(_plain(text[last:]))
+    return "".join(parts)
+
+
+# A code span: a run of backticks, then text, then a run of the same length (CommonMark).
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+
+
+def _plain(text: str) -> str:
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;")  # ``->`` stays as it is
+    return escaped.replace("|", "\\|").replace("\n", "<br>")
 
 
 def _longest_backtick_run(text: str) -> int:
@@ -131,6 +149,8 @@ def _longest_backtick_run(text: str) -> int:
 
 def _code(text: str) -> str:
     """A code span that survives backticks in ``text`` (CommonMark: a longer fence)."""
+    # A line break would end the span's line, and the next could open an HTML block.
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
     fence = "`" * (_longest_backtick_run(text) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
