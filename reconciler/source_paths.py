@@ -111,7 +111,7 @@ def glob_matches(written: str, roots: SourceRoots, base_dir: Path) -> list[Path]
     refused too; then every match, since any of them can be a symlink leading out.
     """
     pattern = _confined_pattern(written, roots, base_dir)
-    matches = [Path(m) for m in sorted(glob.glob(pattern, recursive=True))]
+    matches = sorted(_expand(pattern))
     for match in matches:
         try:
             roots.confine(match)
@@ -120,6 +120,27 @@ def glob_matches(written: str, roots: SourceRoots, base_dir: Path) -> list[Path]
             shown = match if relative.startswith("..") else relative
             raise OutsideError(f"matches {shown}, which {e}") from None
     return matches
+
+
+def _expand(pattern: str) -> list[Path]:
+    """The paths ``pattern`` matches, as ``glob.glob`` matches them, except that ``**``
+    never descends into a symlinked folder: two links to ``.`` made glob's walk
+    exponential (a plan that never ended), and a link to ``/proc`` took it over the
+    whole machine before any match could be judged. pathlib's ``**`` does not follow
+    them; its wildcards match hidden names, which glob's do not, so those are left out."""
+    if "**" not in pattern:
+        return [Path(m) for m in glob.glob(pattern)]
+    parts = Path(pattern).parts
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    anchor = Path(*parts[:fixed])
+    wild = parts[fixed:]
+    return [
+        match
+        for match in anchor.glob(str(Path(*wild)))
+        if not any(
+            name.startswith(".") and name not in wild for name in match.relative_to(anchor).parts
+        )
+    ]
 
 
 def _confined_pattern(written: str, roots: SourceRoots, base_dir: Path) -> str:

@@ -29,6 +29,7 @@ from reconciler.ingest.pull import IngestContext
 from reconciler.odf import Timestamp, models
 from reconciler.odf.repository import OdfRepository
 from reconciler.planning.compose import PlanRequest, make_plan
+from reconciler.source_paths import SourceRoots, glob_matches
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -189,6 +190,29 @@ def test_symlinks_that_stay_inside_the_repository_are_followed(tmp_path: Path) -
         root / "datasets" / "c.yaml",
         root / "datasets" / "shared" / "a.yaml",
     ]
+    assert problems(root) == []
+
+
+def test_a_double_star_glob_never_descends_into_a_symlinked_folder(tmp_path: Path) -> None:
+    """Two links to ``.`` made the walk exponential (the plan never ended; one, as here,
+    makes forty levels of the same files, so a regression fails rather than hangs), and a link
+    to ``/proc`` walked the whole machine: ``**`` now skips symlinked folders, wherever
+    they lead. Hidden names stay unmatched by wildcards, as glob's are."""
+    root, outside = make_repo(tmp_path)
+    (outside / "orders-9.csv").write_text("a,b\n1,x\n")
+    (root / "sources" / "orders").mkdir()
+    (root / "sources" / "orders" / "orders-1.csv").write_text("a,b\n1,x\n")
+    (root / "sources" / "orders" / ".orders-2.csv").write_text("a,b\n1,x\n")
+    (root / "sources" / "loop").mkdir()
+    (root / "sources" / "loop" / "a").symlink_to(".")
+    (root / "sources" / "exports").symlink_to(outside)
+    roots = SourceRoots.of(root)
+    assert glob_matches("sources/**/orders-*.csv", roots, root) == [
+        root / "sources" / "orders" / "orders-1.csv"
+    ]
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "sources/**/orders-*.csv"}')
+    )
     assert problems(root) == []
 
 
