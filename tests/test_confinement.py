@@ -255,6 +255,32 @@ def test_a_pull_request_cannot_widen_its_own_source_roots(tmp_path: Path) -> Non
     assert problems(root) == []
 
 
+def test_a_pull_request_that_only_widens_source_roots_fails_its_plan_at_that_line(
+    tmp_path: Path,
+) -> None:
+    """It changes no manifest, so it planned as "no changes"; the next pull request
+    then read any file of the runner's into git through the widened list."""
+    root, _ = make_repo(tmp_path, '[tool.reconciler]\nsource_roots = ["../exports"]\n')
+    repo = git_repo(root)
+    commit_all(repo, "base: one allowed folder")
+    repo.git.checkout("-b", "pr")
+    (root / "pyproject.toml").write_text(
+        '[tool.reconciler]\n# wider\nsource_roots = ["../exports", "/"]\n'
+    )
+    commit_all(repo, "pr: widen source_roots")
+    code, output = cli(root, "--plan", "--base", "main")
+    assert code == 1
+    assert (
+        "pyproject.toml:3: tool.reconciler.source_roots: source_roots adds '/': once merged,"
+        " any manifest could read the runner's files there into a chain that everyone can"
+        " read. It is a change of what sources may read: a maintainer reviews and merges it"
+        " as such, since this plan cannot approve it\n"
+    ) in output
+    (root / "pyproject.toml").write_text("[tool.reconciler]\nsource_roots = []\n")
+    commit_all(repo, "pr: narrow them instead")
+    assert cli(root, "--plan", "--base", "main")[0] == 0
+
+
 def test_a_pull_request_is_judged_by_the_source_roots_of_its_base(tmp_path: Path) -> None:
     root, outside = make_repo(tmp_path, '[tool.reconciler]\nsource_roots = ["../exports"]\n')
     (outside / "2026.csv").write_text("a,b\n1,x\n")

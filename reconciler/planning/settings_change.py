@@ -10,8 +10,9 @@ make by editing one line, so the plan of a pull request (``--base``) reports eit
 an error at the line that changes it. Moving from the dataset folders (``"odf"``) into a
 store is carried out by apply, and the plan lists the files as pending
 (``store_move_pending``).
-The policies folder and ``source_roots`` may change: the plan judges the pull request by
-the base's, and the new ones apply from the next pull request on.
+``source_roots`` may not grow either: the plan judges the pull request by the base's, but
+the next one would read the runner's files from the new folders. The policies folder may
+change: the new policies apply from the next pull request on.
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
                 " first (see the README, 'Where data lives'), then change the setting",
                 location=_key_location(pyproject, "s3"),
                 field="tool.reconciler.s3",
+            )
+        )
+    if added := [r for r in config.source_roots if r not in base.source_roots]:
+        shown = ", ".join(repr(shown_path(r, config.root)) for r in added)
+        problems.append(
+            Problem(
+                f"source_roots adds {shown}: once merged, any manifest could read the"
+                " runner's files there into a chain that everyone can read. It is a"
+                " change of what sources may read: a maintainer reviews and merges it as"
+                " such, since this plan cannot approve it",
+                location=_key_location(pyproject, "source_roots"),
+                field="tool.reconciler.source_roots",
             )
         )
     return problems
