@@ -497,6 +497,38 @@ def test_prune_deletes_an_orphaned_chain_only_when_asked(repo: GitOpsRepo) -> No
     assert not (repo.root / "odf" / "org.example.a").exists()
 
 
+def test_a_deletion_waits_while_anything_else_in_the_run_failed(repo: GitOpsRepo) -> None:
+    """A rename removes one manifest and adds its successor: when the successor failed
+    to ingest, the old chain was deleted anyway, and pushed, leaving neither."""
+    (repo.root / "sources").mkdir(exist_ok=True)
+    (repo.root / "sources" / "1.csv").write_text("a,b\n1,x\n2,y\n")
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.apply()
+    repo.remove("org.example.a")
+    wrong = root_events(schema="[a BIGINT, b STRING, c STRING]")  # the CSV has two fields
+    repo.write("org.example.b", manifest("org.example.b", "Root", wrong))
+    held = reconcile(repo, "--prune")
+    assert held.returncode == 1
+    lines = normal(held.stdout)
+    assert "HH:MM:SS SKIP  org.example.a skipped: deletion held back: 1 dataset did not" in (
+        " ".join(lines)
+    )
+    assert lines[-1] == "2 datasets: 1 failed, 1 skipped in N s"
+    assert lines.index(next(x for x in lines if "SKIP  org.example.a" in x)) > lines.index(
+        next(x for x in lines if "ERROR org.example.b" in x)
+    )
+    assert repo.odf.dataset("org.example.a").exists()
+    repo.write("org.example.b", manifest("org.example.b", "Root", root_events()))
+    done = reconcile(repo, "--prune")
+    assert done.returncode == 0, done.stderr
+    assert [x for x in normal(done.stdout) if " START " not in x][-3:] == [
+        "HH:MM:SS OK    org.example.b created: 6 blocks (4 metadata), 2 records in N s",
+        "HH:MM:SS OK    org.example.a deleted in N s",
+        "2 datasets: 1 created (2 records), 1 deleted in N s",
+    ]
+    assert not repo.odf.dataset("org.example.a").exists()
+
+
 def test_a_pull_request_that_removes_a_manifest_plans_the_delete_with_its_chain(
     repo: GitOpsRepo,
 ) -> None:

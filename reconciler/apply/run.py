@@ -38,6 +38,7 @@ from ..odf.store import StoreError
 from ..odf.store_move import move_into_store
 from ..plan.model import Action, DatasetPlan, Plan
 from ..transform.run import run_derivative
+from ..wording import count
 from ..writer.commit import all_or_nothing
 from .metadata import MetadataResult, append_planned, apply_dataset, delete_dataset
 from .outcome import Outcome, Status
@@ -99,16 +100,9 @@ def apply_plan(
 
     lineage.start_parent()
     try:
-        for ds in plan.datasets:
-            if selected is not None and ds.name not in selected:
-                continue
-            if ds.action is Action.DELETE:
-                start(ds.name)
-                error = delete_dataset(repo, ds)
-                status = Status.FAILED if error else Status.DELETED
-                done(Outcome(ds.name, status, message=error or ""))
-                continue
-            if ds.action is Action.ORPHANED:
+        chosen = [d for d in plan.datasets if selected is None or d.name in selected]
+        for ds in chosen:
+            if ds.action in (Action.DELETE, Action.ORPHANED):
                 continue
             broken = sorted(failed.keys() & set(ds.inputs))
             if broken:
@@ -123,6 +117,18 @@ def apply_plan(
                 continue
             outcome = _apply_dataset(repo, ds, metadata_time, context, ids, lineage, describer)
             done(replace(outcome, moved=moved))
+        # Deletions come last, and wait while anything else failed: a deletion cannot be
+        # undone by a later run, and the change that removes a manifest often adds its
+        # successor (a rename), whose failure must not leave neither.
+        for ds in (d for d in chosen if d.action is Action.DELETE):
+            if failed:
+                held = count(len(failed), "dataset") + " did not succeed in this run"
+                held = f"deletion held back: {held}; the next run deletes it"
+                done(Outcome(ds.name, Status.SKIPPED, message=held))
+                continue
+            start(ds.name)
+            error = delete_dataset(repo, ds)
+            done(Outcome(ds.name, Status.FAILED if error else Status.DELETED, message=error or ""))
     except BaseException:
         lineage.finish_parent(failed=True)
         raise
