@@ -354,6 +354,7 @@ def test_settings_default_without_pyproject(tmp_path: Path) -> None:
         "spark.ui.enabled": "false",
         "spark.sql.runSQLOnFiles": "false",
         "spark.sql.variable.substitute": "false",
+        "spark.executorEnv.PYTHONSAFEPATH": "1",
         "spark.sql.warehouse.dir": f"{tempfile.gettempdir()}/odf-reconciler-{os.getuid()}/spark-warehouse",
     }
 
