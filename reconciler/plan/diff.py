@@ -175,17 +175,6 @@ def _classify_transform(
     if old is None:
         return ChangeClass.NEEDS_VALIDATION, ["a new query: the engine analyses it"], None
     reasons = []
-    # An input dropped or replaced (an input renamed by a new manifest is a new dataset):
-    # its data is in this dataset's history already, and a new input would be read from
-    # its first slice beside it, which duplicates what the two share. Only a recreate
-    # gives the output the new inputs alone define.
-    kept = {i.dataset_ref for i in new.inputs}
-    if gone := [i.alias or i.dataset_ref for i in old.inputs if i.dataset_ref not in kept]:
-        reasons.append(
-            f"stops reading {', '.join(gone)}, whose data this dataset holds already: only"
-            " a recreate makes its data the new inputs' alone"
-        )
-        return ChangeClass.BREAKING, reasons, None
     if [(i.dataset_ref, i.alias) for i in old.inputs] != [
         (i.dataset_ref, i.alias) for i in new.inputs
     ]:
