@@ -185,3 +185,28 @@ def test_verify_replays_a_run_made_with_other_shuffle_partitions(
         ts("2020-01-03T00:00:00Z")
         == events(repo.odf.dataset("org.example.summed"))[-1].new_watermark
     )
+
+
+def test_a_derivative_that_stops_reading_an_input_is_a_breaking_change(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Pointed at another input (a renamed one is a new dataset), it read the new
+    input's whole history beside the old one's already in its output: every row twice,
+    and classed only needs-validation. It is breaking now, so only a recreate does it."""
+    repo = make_repo(tmp_path)
+    name = "org.example.ids"
+    derivative(repo, name, [STOCK], "SELECT day, id FROM `org.example.stock`")
+    (repo.root / "stock" / "1.csv").write_text("day,id,qty\n2020-01-01,a,1\n")
+    assert run(repo, "2026-01-01T00:00:00Z")[name] == (Status.CREATED, 1)
+
+    derivative(repo, name, [PRICES], "SELECT day, id FROM `org.example.prices`")
+    (change,) = [d for d in repo.plan().datasets if d.name == name]
+    assert change.change_class.value == "breaking"
+    (transform,) = [e for e in change.events if e.kind == "SetTransform"]
+    assert transform.reasons == (
+        "stops reading org.example.stock, whose data this dataset holds already: only a"
+        " recreate makes its data the new inputs' alone",
+    )
+    derivative(repo, name, [STOCK, PRICES], JOIN)
+    (added,) = [d for d in repo.plan().datasets if d.name == name]
+    assert added.change_class.value == "needs-validation"

@@ -16,7 +16,7 @@ from ..odf.chain import ChainState
 from ..odf.repository import OdfRepository, RepositoryError
 from ..transform.output_rules import output_problem
 from ..wording import count
-from .desired import DesiredDataset, DesiredState
+from .desired import DesiredDataset, DesiredState, transform_inputs
 from .diff import (
     Facets,
     SourceEvent,
@@ -209,7 +209,13 @@ def _dataset_plan(
                     field="content.kind",
                 )
             )
-        events = update_events(desired, Facets.of_chain(state), ids_to_names)
+        declared = transform_inputs(ds.snapshot)
+        events = update_events(
+            desired,
+            Facets.of_chain(state),
+            ids_to_names,
+            inputs_resolve=len(ds.inputs) == len(declared),
+        )
         action = Action.UPDATE if events else Action.UNCHANGED
     return DatasetPlan(
         name=ds.name,

@@ -97,11 +97,13 @@ def creation_events(desired: Facets) -> list[EventChange]:
 
 
 def update_events(
-    desired: Facets, actual: Facets, chain_names: Mapping[str, str]
+    desired: Facets, actual: Facets, chain_names: Mapping[str, str], *, inputs_resolve: bool = True
 ) -> list[EventChange]:
     """Events that take the chain to the manifest: disables first, then changes in
     manifest order. ``chain_names`` maps input ids to names so SetTransforms compare
-    by what they mean rather than by how the reference was spelled."""
+    by what they mean rather than by how the reference was spelled. ``inputs_resolve``
+    is False when an input names no dataset: that is an error of its own, and a verdict
+    on inputs it replaces would only count it twice."""
     removals: list[EventChange] = []
     for key, old in actual.events.items():
         if key in desired.events:
@@ -114,7 +116,7 @@ def update_events(
     for key, new in desired.events.items():
         old = actual.events.get(key)
         if old is None or _comparable(old, chain_names) != _comparable(new, chain_names):
-            changes.append(_classified(old, new))
+            changes.append(_classified(old, new, inputs_resolve=inputs_resolve))
     return removals + changes
 
 
@@ -139,8 +141,8 @@ def _disable(old: SourceEvent, event: models.OdfModel) -> EventChange:
     )
 
 
-def _classified(old: Any, new: Any) -> EventChange:
-    change_class, reasons, schema = classify(old, new)
+def _classified(old: Any, new: Any, *, inputs_resolve: bool = True) -> EventChange:
+    change_class, reasons, schema = classify(old, new, inputs_resolve=inputs_resolve)
     return EventChange(
         kind=new.kind,
         key=facet_key(new),
@@ -152,7 +154,9 @@ def _classified(old: Any, new: Any) -> EventChange:
     )
 
 
-def classify(old: Any, new: Any) -> tuple[ChangeClass, list[str], SchemaChange | None]:
+def classify(
+    old: Any, new: Any, *, inputs_resolve: bool = True
+) -> tuple[ChangeClass, list[str], SchemaChange | None]:
     """The class of replacing ``old`` (None: nothing before) by ``new``, and why."""
     if isinstance(new, models.SetInfo | models.SetLicense | models.SetAttachments):
         return ChangeClass.METADATA_ONLY, [f"{new.kind} changes descriptive metadata only"], None
@@ -161,7 +165,7 @@ def classify(old: Any, new: Any) -> tuple[ChangeClass, list[str], SchemaChange |
             return ChangeClass.COMPATIBLE, ["sets the names of the system columns"], None
         return ChangeClass.BREAKING, ["renames system columns that readers depend on"], None
     if isinstance(new, models.SetTransform):
-        return _classify_transform(old, new)
+        return _classify_transform(old, new, inputs_resolve)
     if isinstance(new, models.SetPollingSource | models.AddPushSource):
         return _classify_source(old, new)
     if isinstance(new, models.SetDataSchema):
@@ -170,11 +174,23 @@ def classify(old: Any, new: Any) -> tuple[ChangeClass, list[str], SchemaChange |
 
 
 def _classify_transform(
-    old: models.SetTransform | None, new: models.SetTransform
+    old: models.SetTransform | None, new: models.SetTransform, inputs_resolve: bool
 ) -> tuple[ChangeClass, list[str], SchemaChange | None]:
     if old is None:
         return ChangeClass.NEEDS_VALIDATION, ["a new query: the engine analyses it"], None
     reasons = []
+    # An input dropped or replaced (a renamed input is a new dataset): its data is in
+    # this dataset's history already, and an input new to the query is read from its
+    # first slice, so whatever the two share would be there twice. Only a recreate gives
+    # the output that the new inputs alone define.
+    kept = {i.dataset_ref for i in new.inputs}
+    gone = [i.alias or i.dataset_ref for i in old.inputs if i.dataset_ref not in kept]
+    if gone and inputs_resolve:
+        reasons.append(
+            f"stops reading {', '.join(gone)}, whose data this dataset holds already: only"
+            " a recreate makes its data the new inputs' alone"
+        )
+        return ChangeClass.BREAKING, reasons, None
     if [(i.dataset_ref, i.alias) for i in old.inputs] != [
         (i.dataset_ref, i.alias) for i in new.inputs
     ]:
