@@ -462,6 +462,88 @@ def test_a_pull_request_cannot_move_the_chains_or_their_store(
     ]
 
 
+def _rule_errors(document: dict) -> list[tuple[str, dict | None, str]]:  # type: ignore[type-arg]
+    return [
+        (p["message"], p.get("location"), p["field"])
+        for p in document["problems"]
+        if p["severity"] == "error"
+    ]
+
+
+_RULE_CHANGE = (
+    " the policies judge every later pull request (this one is judged by the base's), so a"
+    " change to them is a change of the rules: a maintainer reviews and merges it as such,"
+    " since this plan cannot approve it"
+)
+
+
+def test_a_pull_request_that_changes_the_policies_fails_its_plan_naming_each_file(
+    repo: GitOpsRepo,
+) -> None:
+    """Judged by the base's rules, it passed with exit 0; the relaxed rules then judged
+    every later pull request, and nobody had been told."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.commit("base with policies")
+    metadata = repo.root / "policies" / "metadata.yaml"
+    metadata.write_text(metadata.read_text().replace("severity: error", "severity: warning"))
+    (repo.root / "policies" / "naming.yaml").unlink()
+    (repo.root / "policies" / "README.md").write_text("Why these rules.\n")  # not a policy
+    code, document = plan_json(repo, "--base", "HEAD")
+    assert code == 1
+    assert _rule_errors(document) == [
+        (
+            "this pull request changes the policy file metadata.yaml:" + _RULE_CHANGE,
+            {"file": "policies/metadata.yaml", "line": 1},
+            "policies",
+        ),
+        (
+            "this pull request deletes the policy file naming.yaml:" + _RULE_CHANGE,
+            {"file": "policies/naming.yaml"},
+            "policies",
+        ),
+    ]
+    assert document["verdicts"] == []  # judged by the base's rules, which it meets
+    assert reconcile(repo, "--plan").returncode == 0  # the scheduled run: merged, in force
+
+
+def test_a_pull_request_whose_policies_do_not_load_is_told_where(repo: GitOpsRepo) -> None:
+    """A broken policy file passed its plan (the base's rules judged it), then stopped
+    every plan and run on main."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.commit("base with policies")
+    (repo.root / "policies" / "extra.yaml").write_text("rules:\n  - id: x\n    colour: red\n")
+    code, document = plan_json(repo, "--base", "HEAD")
+    assert code == 1
+    broken = reconcile(repo, "--plan")
+    assert broken.returncode == 1
+    (change, load) = _rule_errors(document)
+    assert change[0] == "this pull request adds the policy file extra.yaml:" + _RULE_CHANGE
+    assert load[1:] == ({"file": "policies/extra.yaml", "line": 3}, "policies.x")
+    assert load[0].startswith("the policies as this pull request leaves them do not load: ")
+    assert load[0].endswith(" once merged, every plan and run on the base branch would stop here")
+    assert load[0].split("load: ")[1].split(";")[0] in broken.stderr
+
+
+def test_a_pull_request_that_points_policies_at_another_folder_fails_at_that_line(
+    repo: GitOpsRepo,
+) -> None:
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.commit("base with policies")
+    (repo.root / "pyproject.toml").write_text('[tool.reconciler]\n# lax\npolicies = "lax"\n')
+    code, document = plan_json(repo, "--base", "HEAD")
+    assert code == 1
+    assert _rule_errors(document) == [
+        (
+            "policies changes from 'policies' to 'lax': this pull request is judged by the"
+            " rules in 'policies', but the next one would be judged by the rules it names. It"
+            " is a change of the rules: a maintainer reviews and merges it as such, since this"
+            " plan cannot approve it",
+            {"file": "pyproject.toml", "line": 3},
+            "tool.reconciler.policies",
+        )
+    ]
+
+
 def test_apply_ingests_then_plan_reports_unchanged(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     (repo.root / "sources").mkdir()

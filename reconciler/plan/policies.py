@@ -57,7 +57,7 @@ YamlPath = tuple[str | int, ...]
 _ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 _STR_TAG = "tag:yaml.org,2002:str"
 _RULE_KEYS = ("id", "severity", "message", "applies_to")
-_SCHEMA_SUFFIXES = (".schema.json", ".schema.yaml")
+SCHEMA_SUFFIXES = (".schema.json", ".schema.yaml")
 _DRAFT = "https://json-schema.org/draft/2020-12/schema"
 _POLICY_BASE_URI = "https://reconciler.local/policies/"
 _MAX_DETAIL = 120
@@ -408,7 +408,7 @@ def load_policies(directory: Path) -> PolicySet:
     seen: dict[str, str] = {}
     policies: list[Policy] = []
     for path in sorted(directory.iterdir()):
-        if path.name.endswith(_SCHEMA_SUFFIXES):
+        if path.name.endswith(SCHEMA_SUFFIXES):
             policies.append(_load_schema_policy(path, seen))
         elif path.suffix == ".yaml":
             policies += _load_rule_file(path, seen)

@@ -37,6 +37,7 @@ from ..plan.policies import PolicySet, evaluate, load_policies, read_override
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .engine_settings_change import engine_setting_problems
 from .ignore_rules import ignored_chain_problems
+from .policy_change import policy_change_problems
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending
 from .source_edits import touched_sources
@@ -212,6 +213,7 @@ def make_plan(
     if base is not None:
         problems += settings_problems(config, base)
         problems += engine_setting_problems(config, str(request.base_ref))
+        problems += policy_change_problems(config, str(request.base_ref))
     base_policies = None if request.base_ref is None else _base_policies(config, request.base_ref)
     # without a base, or a base that has no policies yet (this pull request adds them)
     policy_set = load_policies(config.policies_dir) if base_policies is None else base_policies

@@ -11,8 +11,9 @@ an error at the line that changes it. Moving from the dataset folders (``"odf"``
 store is carried out by apply, and the plan lists the files as pending
 (``store_move_pending``).
 ``source_roots`` may not grow either: the plan judges the pull request by the base's, but
-the next one would read the runner's files from the new folders. The policies folder may
-change: the new policies apply from the next pull request on.
+the next one would read the runner's files from the new folders. Nor may ``policies``
+point elsewhere: the pull request is judged by the base's folder, but the next one would
+be judged by a folder this one wrote (``policy_change`` reports edits inside the folder).
 """
 
 from __future__ import annotations
@@ -75,6 +76,19 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
                 " such, since this plan cannot approve it",
                 location=_key_location(pyproject, "source_roots"),
                 field="tool.reconciler.source_roots",
+            )
+        )
+    if config.policies_dir != base.policies_dir:
+        was = shown_path(base.policies_dir, base.root)
+        now = shown_path(config.policies_dir, config.root)
+        problems.append(
+            Problem(
+                f"policies changes from {was!r} to {now!r}: this pull request is judged by"
+                f" the rules in {was!r}, but the next one would be judged by the rules it"
+                " names. It is a change of the rules: a maintainer reviews and merges it as"
+                " such, since this plan cannot approve it",
+                location=_key_location(pyproject, "policies"),
+                field="tool.reconciler.policies",
             )
         )
     return problems
