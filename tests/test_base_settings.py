@@ -107,3 +107,55 @@ def test_a_pull_request_changing_spark_settings_that_run_code_fails_its_plan(
     ]
     assert plan.has_errors
     assert make_plan(RepoConfig.load(tmp_path / "repo"), PlanRequest()).problems == ()
+
+
+def test_tuning_is_named_in_full_and_its_values_are_checked(tmp_path: Path) -> None:
+    """``spark.task.cpus = 64`` passed the plan, then no task of any scheduled run could
+    be scheduled; ``spark.sql.adaptive.customCostEvaluatorClass`` passed as tuning, though
+    it loads a class of the pull request's choosing."""
+    _repo(tmp_path / "repo", '[tool.reconciler]\n[tool.reconciler.spark]\nmaster = "local[2]"\n')
+    pr = tmp_path / "repo" / "pyproject.toml"
+    pr.write_text(
+        '[tool.reconciler]\n[tool.reconciler.spark]\nmaster = "local[2]"\n\n'
+        "[tool.reconciler.spark.conf]\n"
+        '"spark.sql.shuffle.partitions" = 4\n'
+        '"spark.executor.memory" = "4 gigs"\n'
+        '"spark.task.cpus" = "64"\n'
+        '"spark.sql.adaptive.enabled" = "yes"\n'
+        '"spark.sql.adaptive.customCostEvaluatorClass" = "org.example.Cost"\n'
+        '"spark.memory.fraction" = "0.6"\n'
+        '"spark.network.timeout" = "120s"\n'
+    )
+    plan = make_plan(RepoConfig.load(tmp_path / "repo"), PlanRequest(base_ref="main"))
+    stop = ": every scheduled run would stop when it starts Spark"
+    conf = "tool.reconciler.spark.conf."
+    assert [(p.location, p.field, p.message) for p in plan.problems] == [
+        (
+            Location(str(pr), 7),
+            conf + "spark.executor.memory",
+            "Spark setting spark.executor.memory = '4 gigs' is not a size (bytes, or with a"
+            " unit: 64m, 4g)" + stop,
+        ),
+        (
+            Location(str(pr), 9),
+            conf + "spark.sql.adaptive.enabled",
+            "Spark setting spark.sql.adaptive.enabled = 'yes' is not true or false" + stop,
+        ),
+        (
+            Location(str(pr), 10),
+            conf + "spark.sql.adaptive.customCostEvaluatorClass",
+            f"Spark setting spark.sql.adaptive.customCostEvaluatorClass {CODE_CHANGE}",
+        ),
+        (
+            Location(str(pr), 8),
+            conf + "spark.task.cpus",
+            "Spark setting spark.task.cpus = '64' asks more cores for each task than the"
+            " master 'local[2]' has (2): no task could run",
+        ),
+    ]
+    pr.write_text(pr.read_text().replace('"64"', '"2"').replace("4 gigs", "4g"))
+    fitting = make_plan(RepoConfig.load(tmp_path / "repo"), PlanRequest(base_ref="main"))
+    assert [p.field for p in fitting.problems] == [
+        conf + "spark.sql.adaptive.enabled",
+        conf + "spark.sql.adaptive.customCostEvaluatorClass",
+    ]
