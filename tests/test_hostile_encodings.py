@@ -153,6 +153,18 @@ BOMBS = [
         5,
     ),
     case(
+        "a-version-of-5000-digits",  # Python reads no int of more than 4,300 digits
+        VALID.replace("version: 1", "version: " + "9" * 5000),
+        "a number of 5000 characters; numbers in a manifest have at most 100",
+        2,
+    ),
+    case(
+        "a-negative-hex-of-200-digits",
+        VALID.replace("version: 1", "version: -0x" + "f" * 200),
+        "a number of 203 characters",
+        2,
+    ),
+    case(
         "ten-thousand-wrong-items",
         VALID.replace("metadata:", "metadata: [" + "1, " * 10_000 + "1]\n  x:"),
         "more problem(s) in this file not shown",

@@ -18,6 +18,7 @@ import pytest
 from reconciler.config import ConfigError
 from reconciler.engine.query_check import check_query, columns_from_schema, tables_read
 from reconciler.engine.session import LOG_CONFIG, SparkSettings, spark_started
+from reconciler.engine.sql_nesting import too_deep
 from reconciler.odf.models import SqlQueryStep, TransformSql
 from reconciler.plan.model import Column, QueryCheck
 
@@ -126,6 +127,44 @@ def test_syntax_error_gives_its_line(spark: SparkSession) -> None:
         line=3,
         step="output",
     )
+
+
+TOO_COMPLEX = "Spark's parser cannot read a query this deeply nested; split it into steps"
+
+
+def test_a_query_nested_too_deeply_is_refused_at_its_line_before_spark_parses_it(
+    spark: SparkSession,
+) -> None:
+    """A thousand parentheses overflowed the parser's JVM stack: the plan stopped with a
+    StackOverflowError naming no manifest, query or line."""
+    query = "SELECT order_id,\n  " + "(" * 1000 + "1" + ")" * 1000 + " AS x\nFROM orders"
+    check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(query))
+    assert check == failure(
+        f"step `output`: parentheses nest more than 200 deep: {TOO_COMPLEX}", 2, "output"
+    )
+    assert tables_read(spark, query) is None
+
+
+def test_a_query_that_overflows_sparks_parser_otherwise_is_an_error_of_the_step(
+    spark: SparkSession,
+) -> None:
+    query = "SELECT " + "CASE WHEN true THEN " * 1000 + "1" + " END" * 1000 + " AS x FROM orders"
+    check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(query))
+    assert check == failure(f"step `output`: {TOO_COMPLEX}", None, "output")
+    # the session is still usable afterwards
+    assert check_query(spark, "acme.out", {"orders": ORDERS}, sql("SELECT 1 AS x")).ok
+
+
+def test_nesting_is_counted_outside_strings_identifiers_and_comments() -> None:
+    hidden = "(" * 300
+    query = (
+        f"SELECT '{hidden}', \"{hidden}\", `{hidden}`, 'it\\'s {hidden}' -- {hidden}\n"
+        f"/* {hidden} */ (((1))) AS x"
+    )
+    assert too_deep(query) is None
+    assert too_deep(query, limit=2) == 2
+    assert too_deep("SELECT\n" + "(" * 201 + "1" + ")" * 201) == 2
+    assert too_deep("SELECT " + "(1) + " * 1000 + "1") is None  # siblings do not nest
 
 
 def test_table_outside_the_inputs_is_not_found(spark: SparkSession) -> None:

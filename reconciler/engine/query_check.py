@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.errors.exceptions.captured import capture_sql_exception
 from pyspark.sql import DataFrame, SparkSession
@@ -36,6 +37,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from reconciler.engine.determinism import Nondeterminism
 from reconciler.engine.errors import first_line
 from reconciler.engine.sandbox import SandboxError, check_parsed, check_plan, tables_named
+from reconciler.engine.sql_nesting import MAX_NESTING, too_deep
 from reconciler.engine.view_hints import with_view_hint
 from reconciler.odf.models import TransformSql
 from reconciler.plan.model import Column, QueryCheck
@@ -88,8 +90,11 @@ def tables_read(spark: SparkSession, query: str) -> frozenset[str] | None:
     when that cannot tell (a table named by an expression) or the text is not a single
     query, whose error the analysis reports."""
     parser = spark._jsparkSession.sessionState().sqlParser()
+    query = _TRAILING_SEMICOLONS.sub("", query)
+    if too_deep(query) is not None:
+        return None
     try:
-        plan = capture_sql_exception(parser.parseQuery)(_TRAILING_SEMICOLONS.sub("", query))
+        plan = capture_sql_exception(parser.parseQuery)(query)
     except ParseException:
         return None
     return tables_named(plan, spark.sparkContext._jvm)
@@ -196,16 +201,32 @@ def _analyse_step(
     analysis and the analysed plan after it, so a refused step never runs.
     """
     query = _TRAILING_SEMICOLONS.sub("", query)  # accepted by spark.sql, not by the query rule
+    if (deep := too_deep(query)) is not None:
+        message = f"step `{label}`: parentheses nest more than {MAX_NESTING} deep: {_TOO_COMPLEX}"
+        raise QueryError(message, deep, label)
     try:
         check_parsed(_require_query(spark, label, query), spark.sparkContext._jvm)
         frame = spark.sql(query)
         nondeterministic = check_plan(frame, views)
+    except Py4JJavaError as e:
+        if not _stack_overflow(e):
+            raise
+        raise QueryError(f"step `{label}`: {_TOO_COMPLEX}", None, label) from None
     except (AnalysisException, ParseException) as e:
         message = f"step `{label}`: {hint(_engine_message(e), views)}"
         raise QueryError(message, _engine_line(e, query), label) from None
     except SandboxError as e:
         raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line, label) from None
     return frame, nondeterministic
+
+
+_TOO_COMPLEX = "Spark's parser cannot read a query this deeply nested; split it into steps"
+
+
+def _stack_overflow(error: Py4JJavaError) -> bool:
+    """Whether the JVM ran out of stack: Spark turns most such overflows into its own
+    FAILED_TO_PARSE_TOO_COMPLEX, but not every one."""
+    return "java.lang.StackOverflowError" in str(error.java_exception)
 
 
 def _require_query(spark: SparkSession, label: str, query: str) -> Any:

@@ -73,6 +73,10 @@ _WIDE_BOMS = {
 }
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
+MAX_INT_CHARS = 100
+"""The longest integer a file may spell (a 64-bit one takes 20 digits): Python refuses to
+read one of more than 4,300 digits, which stopped the plan with no file or line."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,8 @@ def _flaw_at(text: str, index: int, message: str) -> Flaw:
 
 def check_events(text: str, *, document: str = "manifest") -> None:
     """Read the parser's flat event stream; raise ``UnsafeYamlError`` at the first anchor
-    or alias, or the first collection nested deeper than ``MAX_DEPTH``. Syntax errors
+    or alias, the first collection nested deeper than ``MAX_DEPTH``, or the first integer
+    longer than ``MAX_INT_CHARS``. Syntax errors
     propagate as the parser's ``yaml.MarkedYAMLError``."""
     loader = YamlLoader(text)
     try:
@@ -172,6 +177,14 @@ def check_events(text: str, *, document: str = "manifest") -> None:
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 message = f"YAML anchors and aliases are not allowed in {document}s"
                 raise UnsafeYamlError(_flaw_of(event, message))
+            if isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_INT_CHARS:
+                tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+                if tag == _INT_TAG:
+                    message = (
+                        f"a number of {len(event.value)} characters; numbers in a {document}"
+                        f" have at most {MAX_INT_CHARS}"
+                    )
+                    raise UnsafeYamlError(_flaw_of(event, message))
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
