@@ -17,7 +17,7 @@ from reconciler.odf.chain import ChainState
 from reconciler.plan.builder import build_plan
 from reconciler.plan.desired import load_desired
 from reconciler.plan.model import Location, Pending, Problem, Severity
-from reconciler.plan.pending import pending_data
+from reconciler.plan.pending import _where_rows_go, pending_data
 from reconciler.plan.render_common import summary_sentence
 from reconciler.planning.compose import PlanRequest, list_globs, make_plan
 
@@ -157,7 +157,8 @@ def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_i
     assert plan.problems == (
         Problem(
             f"sources/a0.csv, added by this pull request, sorts before b.csv, the last file"
-            f" {NAME} ingested: {rule} it will never be ingested; put the rows in {advice}",
+            f" {NAME} ingested: {rule} it will never be ingested; put the rows in {advice}:"
+            " they are appended beside the rows ingested already",
             dataset=NAME,
             location=where,
             field="content.metadata[0].fetch.path",
@@ -165,7 +166,8 @@ def test_a_source_file_the_pull_request_adds_or_edits_behind_the_last_ingested_i
         Problem(
             f"sources/b.csv, modified by this pull request, was ingested by {NAME} already:"
             f" {rule} the change will never be ingested; restore the file (git restore"
-            f" --source main -- sources/b.csv) and put the changed rows in {advice}",
+            f" --source main -- sources/b.csv); put the rows in {advice}: they are appended"
+            " beside the rows ingested already",
             dataset=NAME,
             location=where,
             field="content.metadata[0].fetch.path",
@@ -277,3 +279,29 @@ def test_the_scheduled_runs_partial_clone_fails_on_a_file_merged_behind_the_last
     shallow = make_plan(RepoConfig.load(tmp_path / "shallow"), PlanRequest())
     assert [(d.name, d.action.value) for d in shallow.datasets] == [(NAME, "unchanged")]
     assert shallow.problems == ()
+
+
+@pytest.mark.parametrize(
+    ("merge", "advice"),
+    [
+        (
+            models.MergeStrategyLedger(primary_key=["a"]),
+            "only rows of new primary keys can still be added, in a new file whose name sorts"
+            " after b.csv: a Ledger keeps the first row of each key and drops any later row for"
+            " it, so a correction to a row it holds cannot be ingested",
+        ),
+        (
+            models.MergeStrategySnapshot(primary_key=["a"]),
+            "put the whole state, corrected, in a new file whose name sorts after b.csv: a"
+            " Snapshot source takes each file as the state of every key, and retracts the rows"
+            " a file leaves out",
+        ),
+    ],
+    ids=["ledger", "snapshot"],
+)
+def test_the_advice_for_rows_never_ingested_follows_the_merge_strategy(
+    merge: models.MergeStrategy, advice: str
+) -> None:
+    """ "Put the changed rows in a new file" was wrong for both: a Ledger drops a corrected
+    row of a key it holds, and a Snapshot file of the changed rows alone retracts the rest."""
+    assert _where_rows_go(merge, "a new file whose name sorts after b.csv") == advice

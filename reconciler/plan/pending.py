@@ -110,7 +110,7 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
     if touched is None:
         return []
     after = touched.last_read
-    index, _ = _polling_source(ds.snapshot)
+    index, source = _polling_source(ds.snapshot)
     location = field_location(ds.loaded, ("content", "metadata", index, "fetch", "path"))
     problems = []
     for file in touched.files:
@@ -120,14 +120,15 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
         if name > after or (name == after and file.status == "added"):
             continue
         new_file = f"a new file whose name sorts after {after}"
+        rows = _where_rows_go(source.merge if source else None, new_file)
         if file.status == "modified":
             what = f"modified {touched.by}, was ingested by {ds.name} already"
             fix = "the change will never be ingested; restore the file (git restore --source"
-            fix += f" {touched.since} -- {file.path}) and put the changed rows in {new_file}"
+            fix += f" {touched.since} -- {file.path}); {rows}"
         else:
             what = f"added {touched.by}, sorts before {after}"
             what += f", the last file {ds.name} ingested"
-            fix = f"it will never be ingested; put the rows in {new_file}"
+            fix = f"it will never be ingested; {rows}"
         problems.append(
             Problem(
                 f"{file.path}, {what}: a FilesGlob source reads each file once, in name"
@@ -138,6 +139,24 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
             )
         )
     return problems
+
+
+def _where_rows_go(merge: models.MergeStrategy | None, new_file: str) -> str:
+    """Where rows that were not ingested can still go, as the merge strategy reads them:
+    advice that suits an Append source would lose a Snapshot's other rows, and a Ledger
+    drops a corrected row whose key it holds."""
+    if isinstance(merge, models.MergeStrategySnapshot):
+        return (
+            f"put the whole state, corrected, in {new_file}: a Snapshot source takes each"
+            " file as the state of every key, and retracts the rows a file leaves out"
+        )
+    if isinstance(merge, models.MergeStrategyLedger):
+        return (
+            f"only rows of new primary keys can still be added, in {new_file}: a Ledger"
+            " keeps the first row of each key and drops any later row for it, so a"
+            " correction to a row it holds cannot be ingested"
+        )
+    return f"put the rows in {new_file}: they are appended beside the rows ingested already"
 
 
 def _polling_source(
