@@ -305,3 +305,27 @@ def test_the_advice_for_rows_never_ingested_follows_the_merge_strategy(
     """ "Put the changed rows in a new file" was wrong for both: a Ledger drops a corrected
     row of a key it holds, and a Snapshot file of the changed rows alone retracts the rest."""
     assert _where_rows_go(merge, "a new file whose name sorts after b.csv") == advice
+
+
+def test_a_file_whose_name_gives_no_event_time_is_an_error_of_the_plan(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """``fromPath`` was checked only by apply: the plan passed, then every run stopped at
+    the file, and every file after it waited."""
+    events = root_events().replace(
+        'path: "sources/*.csv"}',
+        'path: "sources/*.csv", eventTime: {kind: FromPath, pattern: "(\\\\d{4}-\\\\d{2}-\\\\d{2})"}}',
+    )
+    repo.write(NAME, manifest(NAME, "Root", events))
+    files(repo, "2020-01-01.csv")
+    assert make_plan(repo.config, PlanRequest()).problems == ()
+    reconcile(repo.root, T0)
+    files(repo, "2020-01-02.csv", "2020-1-3.csv", "latest.csv")
+    (problem,) = make_plan(repo.config, PlanRequest()).problems
+    assert problem == Problem(
+        "fromPath pattern '(\\\\d{4}-\\\\d{2}-\\\\d{2})' does not match file name '2020-1-3.csv':"
+        " apply would stop at this file, and read no file after it",
+        dataset=NAME,
+        location=Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 92),
+        field="content.metadata[0].fetch.eventTime.pattern",
+    )

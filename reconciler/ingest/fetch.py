@@ -567,7 +567,7 @@ def _fetch_files_glob(
         )
 
     if isinstance(step.event_time, models.EventTimeSourceFromPath):
-        event_time = _event_time_from_name(name, step.event_time)
+        event_time = event_time_from_name(name, step.event_time)
     else:
         event_time = system_time  # unset and FromSystemTime alike, as in kamu
     return Fetched(path, _etag_state(name), event_time, has_more=len(pending) > 1, origin=str(path))
@@ -594,7 +594,7 @@ _SAME_IN_PYTHON = frozenset("YmdHMSybBaApIjz")
 _DIRECTIVE = re.compile(r"%(\.?\d?f|[:#]z|.)")
 
 
-def _event_time_from_name(name: str, source: models.EventTimeSourceFromPath) -> Timestamp:
+def event_time_from_name(name: str, source: models.EventTimeSourceFromPath) -> Timestamp:
     """``fromPath``: the regex's group 1, found in the file name, parsed as a time.
 
     ``timestampFormat`` is a chrono strftime pattern (default ``%Y-%m-%d``), whatever the

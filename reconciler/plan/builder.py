@@ -44,6 +44,7 @@ from .pending import (
     GlobListings,
     TouchedSources,
     empty_glob_problems,
+    event_time_problems,
     pending_data,
     unread_changes,
 )
@@ -151,12 +152,15 @@ def build_plan(
             all_problems += [_kept_from_pruning(name, desired)] if kept else []
     for name, ds in desired.datasets.items():
         touched = options.touched_sources.get(name)
-        if plans[name].action in (Action.CREATE, Action.RECREATE):
+        anew = plans[name].action in (Action.CREATE, Action.RECREATE)
+        if anew:
             touched = None  # a chain read again from every file: none is left unread
         pending = pending_data(ds, actual, listings, touched)
         plans[name] = replace(plans[name], pending=pending)
         all_problems += empty_glob_problems(ds, listings)
         all_problems += unread_changes(ds, touched)
+        read_after = None if anew else actual.get(name)  # None: every file is read
+        all_problems += event_time_problems(ds, read_after, listings, touched)
     # ``history`` reads the chains of the roots recreated, to check their files are there
     plans = plan_recreates(
         plans,

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Literal, NamedTuple
 
+from ..ingest.fetch import EventTimeError, event_time_from_name
 from ..odf import models
 from ..odf.chain import ChainState
 from .desired import DesiredDataset
@@ -97,6 +98,37 @@ def empty_glob_problems(ds: DesiredDataset, listings: GlobListings | None) -> li
             severity=Severity.WARNING,
         )
     ]
+
+
+def event_time_problems(
+    ds: DesiredDataset,
+    state: ChainState | None,
+    listings: GlobListings | None,
+    touched: TouchedSources | None,
+) -> list[Problem]:
+    """An error for the first file apply would read whose name the source's ``fromPath``
+    pattern cannot give an event time: fetch stops at that file, and every file after it
+    waits, run after run, until it is renamed. ``state`` is None for a chain read again
+    from every file (created or recreated)."""
+    index, source = _polling_source(ds.snapshot)
+    event_time = getattr(source.fetch, "event_time", None) if source is not None else None
+    if source is None or not isinstance(event_time, models.EventTimeSourceFromPath):
+        return []
+    listed = _listed(source, ds.name, listings) or ()
+    for name in _new_files(listed, state, touched):
+        try:
+            event_time_from_name(name, event_time)
+        except EventTimeError as e:
+            path = ("content", "metadata", index, "fetch", "eventTime", "pattern")
+            return [
+                Problem(
+                    f"{e}: apply would stop at this file, and read no file after it",
+                    dataset=ds.name,
+                    location=field_location(ds.loaded, path),
+                    field=f"content.metadata[{index}].fetch.eventTime.pattern",
+                )
+            ]
+    return []
 
 
 def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[Problem]:
