@@ -329,3 +329,30 @@ def test_a_file_whose_name_gives_no_event_time_is_an_error_of_the_plan(
         location=Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 92),
         field="content.metadata[0].fetch.eventTime.pattern",
     )
+
+
+def test_a_csv_header_that_names_the_schemas_columns_in_another_order_is_an_error(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """Columns are read by position: an export whose columns moved ingested each value
+    under the other column's name, silently. Other names (a rename) are meant."""
+    (repo.root / "sources" / "1.csv").write_text("A,B\n1,x\n")
+    (repo.root / "sources" / "2.csv").write_text('"id","label"\n2,y\n')
+    assert make_plan(repo.config, PlanRequest()).problems == ()
+    reconcile(repo.root, T0)
+    (repo.root / "sources" / "3.csv").write_text("a,b\n3,z\n")
+    (repo.root / "sources" / "4.csv").write_text("b,a,c\nw,4,extra\n")
+    (problem,) = make_plan(repo.config, PlanRequest()).problems
+    assert problem == Problem(
+        "the header of 4.csv names the read schema's columns in another order (b is column 1"
+        " in the file but 2 in the schema, a is column 2 in the file but 1 in the schema):"
+        " CSV columns are read by position, so their values would be ingested under other"
+        " columns' names. Put the schema in the file's order, or export the file in the"
+        " schema's",
+        dataset=NAME,
+        location=Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 9, 13),
+        field="content.metadata[0].read.schema",
+    )
+    (repo.root / "sources" / "1.csv").write_text("b,a\nx,1\n")  # read already: not judged
+    (repo.root / "sources" / "4.csv").write_text("a,b\n4,w\n")
+    assert make_plan(repo.config, PlanRequest()).problems == ()

@@ -78,7 +78,7 @@ def pending_data(
             pending.append(
                 Pending("polling-source", f"{source.fetch.kind} source may have new data")
             )
-        elif files := _new_files(listed, state, touched):
+        elif files := files_to_read(listed, state, touched):
             pending.append(Pending("new-files", _files_phrase(files)))
     return (*pending, *_unconsumed_inputs(ds, actual, state))
 
@@ -115,7 +115,7 @@ def event_time_problems(
     if source is None or not isinstance(event_time, models.EventTimeSourceFromPath):
         return []
     listed = _listed(source, ds.name, listings) or ()
-    for name in _new_files(listed, state, touched):
+    for name in files_to_read(listed, state, touched):
         try:
             event_time_from_name(name, event_time)
         except EventTimeError as e:
@@ -213,7 +213,7 @@ def _listed(
     return None if listed is None else tuple(listed)
 
 
-def _new_files(
+def files_to_read(
     listed: Sequence[str], state: ChainState | None, touched: TouchedSources | None
 ) -> list[str]:
     """The files the next apply would ingest: by name, those after the last one ingested

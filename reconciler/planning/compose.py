@@ -35,6 +35,7 @@ from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
 from ..plan.pending import GlobListings
 from ..plan.policies import PolicySet, evaluate, load_policies, read_override
 from ..source_paths import OutsideError, SourceRoots, glob_matches
+from .csv_headers import plan_header_problems
 from .engine_settings_change import engine_setting_problems
 from .ignore_rules import ignored_chain_problems
 from .policy_change import policy_change_problems
@@ -246,5 +247,7 @@ def make_plan(
     if request.base_ref is not None:
         verdicts = _chain_verdicts(config, request.base_ref, base_policies)
         plan = replace(plan, verdicts=(*plan.verdicts, *verdicts))
+    headers = plan_header_problems(plan, desired, matched, actual, touched)
+    plan = replace(plan, problems=(*plan.problems, *headers))
     plan = store_move_pending(config, plan)
     return replace(plan, commit=gitops.head_commit(config.root), root=str(config.root))

@@ -1,0 +1,135 @@
+"""CSV headers that name the read schema's columns in another order.
+
+With ``header: true`` and a read schema, a CSV file's columns are read by position, as
+Spark (``enforceSchema``) and kamu read them: the header line is skipped, not matched.
+Names that differ from the schema's are common and meant (``Order ID`` read as
+``order_id``), so they are not judged; but a header that names a schema column at
+another position is an export whose columns moved, and ingesting it would put each
+value under the wrong name, with nothing to say so. The plan reads the header line of
+each file apply would read next (its first line only, at most ``HEADER_BYTES``) and
+reports such a file as an error, naming the columns.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from ..odf import models
+from ..odf.chain import ChainState
+from ..plan.ddl import DdlError, parse_columns
+from ..plan.desired import DesiredDataset, DesiredState
+from ..plan.model import Action, Plan, Problem
+from ..plan.pending import TouchedSources, files_to_read
+from ..plan.policies import field_location
+
+HEADER_BYTES = 64 * 1024
+"""The most of a file read for its header; a longer first line is not judged."""
+
+
+def plan_header_problems(
+    plan: Plan,
+    desired: DesiredState,
+    matched: Mapping[str, Sequence[Path]],
+    actual: Mapping[str, ChainState],
+    touched: Mapping[str, TouchedSources],
+) -> list[Problem]:
+    """``header_problems`` of every dataset, over the files its next apply reads: all it
+    matches for a chain created or recreated, else those after the last one read."""
+    problems = []
+    for dataset in plan.datasets:
+        ds, paths = desired.datasets.get(dataset.name), matched.get(dataset.name)
+        if ds is None or not paths:
+            continue
+        if dataset.action in (Action.CREATE, Action.RECREATE):
+            state, since = None, None
+        else:
+            state, since = actual.get(dataset.name), touched.get(dataset.name)
+        names = set(files_to_read([p.name for p in paths], state, since))
+        problems += header_problems(ds, sorted((p for p in paths if p.name in names), key=_name))
+    return problems
+
+
+def _name(path: Path) -> str:
+    return path.name
+
+
+def header_problems(ds: DesiredDataset, files: Iterable[Path]) -> list[Problem]:
+    """An error for the first of ``files`` (in the order apply reads them) whose header
+    names a column of the read schema at another position; none when the source is not
+    a plain CSV with a header and a schema."""
+    found = [(i, e) for i, e in enumerate(ds.snapshot.metadata) if _is_polling(e)]
+    if not found:
+        return []
+    index, source = found[-1]
+    assert isinstance(source, models.SetPollingSource)
+    read = source.read
+    if not isinstance(read, models.ReadStepCsv) or not read.header or not read.schema_:
+        return []
+    if source.prepare:  # decompressed or piped first: the file is not what is read
+        return []
+    try:
+        names = [c.name for c in parse_columns(read.schema_)]
+    except DdlError:
+        return []  # the schema's own problem is reported where it is checked
+    for path in files:
+        header = _header(path, read)
+        moved = _moved(header, names) if header is not None else {}
+        if moved:
+            shown = ", ".join(
+                f"{name} is column {at + 1} in the file but {names.index(name) + 1} in the schema"
+                for name, at in moved.items()
+            )
+            return [
+                Problem(
+                    f"the header of {path.name} names the read schema's columns in another"
+                    f" order ({shown}): CSV columns are read by position, so their values"
+                    " would be ingested under other columns' names. Put the schema in the"
+                    " file's order, or export the file in the schema's",
+                    dataset=ds.name,
+                    location=field_location(ds.loaded, ("content", "metadata", index, "read")),
+                    field=f"content.metadata[{index}].read.schema",
+                )
+            ]
+    return []
+
+
+def _is_polling(event: object) -> bool:
+    return isinstance(event, models.SetPollingSource)
+
+
+def _header(path: Path, read: models.ReadStepCsv) -> list[str] | None:
+    """The file's first record as names, or None when it cannot be read as text."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(HEADER_BYTES)
+    except OSError:
+        return None
+    try:
+        decoder = codecs.getincrementaldecoder(read.encoding or "utf-8")(errors="strict")
+        text = decoder.decode(head)
+    except (LookupError, UnicodeDecodeError):
+        return None
+    line = text.lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
+    if read.quote == "":  # no quoting at all
+        reader = csv.reader([line], delimiter=read.separator or ",", quoting=csv.QUOTE_NONE)
+    else:
+        reader = csv.reader([line], delimiter=read.separator or ",", quotechar=read.quote or '"')
+    try:
+        return [name.strip() for name in next(reader, [])]
+    except csv.Error:
+        return None
+
+
+def _moved(header: Sequence[str], names: Sequence[str]) -> Mapping[str, int]:
+    """Each schema column the header names at another position, with its position in the
+    header; names are compared ignoring case, as Spark resolves them."""
+    wanted = {name.lower(): name for name in names}
+    moved = {}
+    for at, text in enumerate(header):
+        name = wanted.get(text.lower())
+        if name is not None and names.index(name) != at:
+            moved[name] = at
+    return moved
