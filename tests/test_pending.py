@@ -341,7 +341,7 @@ def test_a_csv_header_that_names_the_schemas_columns_in_another_order_is_an_erro
     assert make_plan(repo.config, PlanRequest()).problems == ()
     reconcile(repo.root, T0)
     (repo.root / "sources" / "3.csv").write_text("a,b\n3,z\n")
-    (repo.root / "sources" / "4.csv").write_text("b,a,c\nw,4,extra\n")
+    (repo.root / "sources" / "4.csv").write_text("b,a\nw,4\n")
     (problem,) = make_plan(repo.config, PlanRequest()).problems
     assert problem == Problem(
         "the header of 4.csv names the read schema's columns in another order (b is column 1"
@@ -356,3 +356,20 @@ def test_a_csv_header_that_names_the_schemas_columns_in_another_order_is_an_erro
     (repo.root / "sources" / "1.csv").write_text("b,a\nx,1\n")  # read already: not judged
     (repo.root / "sources" / "4.csv").write_text("a,b\n4,w\n")
     assert make_plan(repo.config, PlanRequest()).problems == ()
+
+
+def test_a_csv_file_with_another_number_of_fields_than_the_schema_is_an_error(
+    repo: GitOpsRepo,
+) -> None:
+    """A column added to the read schema, with the files already read left as they were:
+    a chain read again from every file (created, or recreated under an override) refused
+    every row of the old files at apply, after a plan that passed."""
+    repo.write(NAME, manifest(NAME, "Root", root_events(schema="[a BIGINT, b STRING, c STRING]")))
+    (repo.root / "sources" / "1.csv").write_text("a,b\n1,x\n")
+    (repo.root / "sources" / "2.csv").write_text("a,b,c\n2,y,z\n")
+    (problem,) = make_plan(repo.config, PlanRequest()).problems
+    assert problem.message == (
+        "1.csv has 2 fields in its first line but the read schema declares 3 columns: apply"
+        " would refuse its rows, since a CSV row needs one field for each column"
+    )
+    assert problem.field == "content.metadata[0].read.schema"

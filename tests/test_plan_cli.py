@@ -587,7 +587,7 @@ def test_a_deletion_waits_while_anything_else_in_the_run_failed(repo: GitOpsRepo
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     repo.apply()
     repo.remove("org.example.a")
-    wrong = root_events(schema="[a BIGINT, b STRING, c STRING]")  # the CSV has two fields
+    wrong = root_events(schema="[a BIGINT, b BIGINT]")  # b is text: the read refuses it
     repo.write("org.example.b", manifest("org.example.b", "Root", wrong))
     held = reconcile(repo, "--prune")
     assert held.returncode == 1

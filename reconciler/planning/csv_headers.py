@@ -1,13 +1,14 @@
-"""CSV headers that name the read schema's columns in another order.
+"""CSV files whose first line does not fit the read schema.
 
-With ``header: true`` and a read schema, a CSV file's columns are read by position, as
-Spark (``enforceSchema``) and kamu read them: the header line is skipped, not matched.
-Names that differ from the schema's are common and meant (``Order ID`` read as
-``order_id``), so they are not judged; but a header that names a schema column at
-another position is an export whose columns moved, and ingesting it would put each
-value under the wrong name, with nothing to say so. The plan reads the header line of
-each file apply would read next (its first line only, at most ``HEADER_BYTES``) and
-reports such a file as an error, naming the columns.
+With a read schema, a CSV file's columns are read by position, as Spark
+(``enforceSchema``) and kamu read them: a header line is skipped, not matched. Names
+that differ from the schema's are common and meant (``Order ID`` read as ``order_id``),
+so they are not judged; but a header that names a schema column at another position is
+an export whose columns moved, and ingesting it would put each value under the wrong
+name, with nothing to say so. A first line with another number of fields than the schema
+has columns (a column added to the schema, old files left as they were) makes apply
+refuse the rows. The plan reads the first line of each file apply would read next (at
+most ``HEADER_BYTES``) and reports the first such file as an error, saying which.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def header_problems(ds: DesiredDataset, files: Iterable[Path]) -> list[Problem]:
     index, source = found[-1]
     assert isinstance(source, models.SetPollingSource)
     read = source.read
-    if not isinstance(read, models.ReadStepCsv) or not read.header or not read.schema_:
+    if not isinstance(read, models.ReadStepCsv) or not read.schema_:
         return []
     if source.prepare:  # decompressed or piped first: the file is not what is read
         return []
@@ -75,19 +76,12 @@ def header_problems(ds: DesiredDataset, files: Iterable[Path]) -> list[Problem]:
     except DdlError:
         return []  # the schema's own problem is reported where it is checked
     for path in files:
-        header = _header(path, read)
-        moved = _moved(header, names) if header is not None else {}
-        if moved:
-            shown = ", ".join(
-                f"{name} is column {at + 1} in the file but {names.index(name) + 1} in the schema"
-                for name, at in moved.items()
-            )
+        first = _first_record(path, read)
+        message = _mismatch(path.name, first, names, bool(read.header)) if first else None
+        if message is not None:
             return [
                 Problem(
-                    f"the header of {path.name} names the read schema's columns in another"
-                    f" order ({shown}): CSV columns are read by position, so their values"
-                    " would be ingested under other columns' names. Put the schema in the"
-                    " file's order, or export the file in the schema's",
+                    message,
                     dataset=ds.name,
                     location=field_location(ds.loaded, ("content", "metadata", index, "read")),
                     field=f"content.metadata[{index}].read.schema",
@@ -96,12 +90,36 @@ def header_problems(ds: DesiredDataset, files: Iterable[Path]) -> list[Problem]:
     return []
 
 
+def _mismatch(file: str, first: Sequence[str], names: Sequence[str], header: bool) -> str | None:
+    """Why the file's first record does not fit the schema's columns, or None."""
+    if len(first) != len(names):
+        return (
+            f"{file} has {len(first)} fields in its first line but the read schema declares"
+            f" {len(names)} columns: apply would refuse its rows, since a CSV row needs one"
+            " field for each column"
+        )
+    moved = _moved(first, names) if header else {}
+    if not moved:
+        return None
+    shown = ", ".join(
+        f"{name} is column {at + 1} in the file but {names.index(name) + 1} in the schema"
+        for name, at in moved.items()
+    )
+    return (
+        f"the header of {file} names the read schema's columns in another order ({shown}):"
+        " CSV columns are read by position, so their values would be ingested under other"
+        " columns' names. Put the schema in the file's order, or export the file in the"
+        " schema's"
+    )
+
+
 def _is_polling(event: object) -> bool:
     return isinstance(event, models.SetPollingSource)
 
 
-def _header(path: Path, read: models.ReadStepCsv) -> list[str] | None:
-    """The file's first record as names, or None when it cannot be read as text."""
+def _first_record(path: Path, read: models.ReadStepCsv) -> list[str] | None:
+    """The file's first line as fields (the header's names, with ``header: true``), or
+    None when it cannot be read as text or is empty."""
     try:
         with path.open("rb") as f:
             head = f.read(HEADER_BYTES)
@@ -113,10 +131,17 @@ def _header(path: Path, read: models.ReadStepCsv) -> list[str] | None:
     except (LookupError, UnicodeDecodeError):
         return None
     line = text.lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
+    if not line.strip() or (len(head) == HEADER_BYTES and "\n" not in text):
+        return None  # empty, or a first line too long to judge
     if read.quote == "":  # no quoting at all
         reader = csv.reader([line], delimiter=read.separator or ",", quoting=csv.QUOTE_NONE)
     else:
-        reader = csv.reader([line], delimiter=read.separator or ",", quotechar=read.quote or '"')
+        reader = csv.reader(
+            [line],
+            delimiter=read.separator or ",",
+            quotechar=read.quote or '"',
+            escapechar=read.escape or "\\",
+        )
     try:
         return [name.strip() for name in next(reader, [])]
     except csv.Error:
