@@ -59,6 +59,10 @@ class RepoConfig:
     folder; a folder; or ``s3://bucket/prefix``. Blocks and refs stay under ``odf_dir``."""
     s3: tuple[tuple[str, str], ...] = ()
     """``[tool.reconciler.s3]``: ``endpoint_url`` and ``region`` (never credentials)."""
+    max_decompressed_size: int = 10 * 2**30
+    """The most bytes a ``Decompress`` prepare step may write (``max_decompressed_size``):
+    a few hundred bytes of nested gzip expand to gigabytes, and a pull request may add
+    such a file, which the scheduled run would unpack until the runner's disk is full."""
 
     @property
     def cache_dir(self) -> Path:
@@ -103,6 +107,7 @@ class RepoConfig:
             source_roots=_source_roots(settings, root),
             data_store=_str(settings, "data_store", "odf") or "odf",
             s3=_s3(settings),
+            max_decompressed_size=_size(settings, "max_decompressed_size", 10 * 2**30),
         )
 
     def manifest_paths(self) -> list[Path]:
@@ -212,7 +217,16 @@ def _tool_settings(text: str, origin: Path | str) -> dict[str, Any]:
     return settings
 
 
-_KEYS = ("datasets", "odf_root", "policies", "source_roots", "data_store", "s3", "spark")
+_KEYS = (
+    "datasets",
+    "odf_root",
+    "policies",
+    "source_roots",
+    "data_store",
+    "s3",
+    "spark",
+    "max_decompressed_size",
+)
 _SPARK_KEYS = ("master", "app_name", "conf")
 
 
@@ -280,6 +294,24 @@ def _s3(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         if not isinstance(value, str):
             raise ConfigError(f"[tool.reconciler.s3] {key} must be a string")
     return tuple(sorted(table.items()))
+
+
+_SIZE = re.compile(r"\s*([0-9]+)\s*(|B|KiB|MiB|GiB|TiB)\s*")
+_UNITS = {"": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _size(settings: dict[str, Any], key: str, default: int) -> int:
+    """A size in bytes, written as a whole number of bytes or with a binary unit."""
+    value = settings.get(key, default)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    found = _SIZE.fullmatch(value) if isinstance(value, str) else None
+    if found is None or int(found.group(1)) == 0:
+        raise ConfigError(
+            f"[tool.reconciler] {key} must be a size above 0, in bytes or with a unit"
+            f' ("512MiB", "10GiB"), got {value!r}'
+        )
+    return int(found.group(1)) * _UNITS[found.group(2)]
 
 
 def _str(settings: dict[str, Any], key: str, default: str) -> str:

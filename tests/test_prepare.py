@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.config import ConfigError, RepoConfig
 from reconciler.ingest.prepare import PrepareError, prepare
 from reconciler.odf import models
 
@@ -206,7 +207,7 @@ def test_failing_pipe_reports_command_exit_code_and_stderr(tmp_path: Path) -> No
         == "prepare step 2 (Pipe): sh -c 'echo boom >&2; exit 3' exited with code 3; stderr:\nboom"
     )
     assert (e.value.step, e.value.exit_code, e.value.stderr) == (2, 3, "boom")
-    assert len(list((tmp_path / "work").iterdir())) == 1  # step 1's output; step 2's is removed
+    assert list((tmp_path / "work").iterdir()) == []  # neither step 1's output nor step 2's
 
 
 def test_failing_pipe_keeps_only_the_last_lines_of_stderr(tmp_path: Path) -> None:
@@ -236,3 +237,62 @@ def test_empty_pipe_command_is_a_prepare_error(tmp_path: Path) -> None:
     with pytest.raises(PrepareError) as e:
         prepare(steps({"kind": "Pipe", "command": []}), source, tmp_path / "work")
     assert str(e.value) == "prepare step 1 (Pipe): the command is empty"
+
+
+BOMB_LIMIT = 2**20  # 1 MiB, for the test; the setting's default is 10 GiB
+
+
+@pytest.mark.parametrize("kind", ["gzip-in-gzip", "zip"])
+def test_a_decompression_bomb_stops_at_the_limit_and_leaves_no_file(
+    tmp_path: Path, kind: str
+) -> None:
+    """A few hundred bytes of nested gzip expanded to any size: a pull request adding one
+    made the scheduled run unpack it until the runner's disk was full."""
+    zeros = bytes(8 * 2**20)
+    if kind == "zip":
+        source = make_zip(tmp_path / "in.zip", {"data.csv": zeros})
+        raw = [{"kind": "Decompress", "format": "Zip"}]
+        label = "prepare step 1 (Decompress Zip)"
+    else:
+        source = tmp_path / "in.csv.gz.gz"
+        source.write_bytes(gzip.compress(gzip.compress(zeros)))
+        raw = [{"kind": "Decompress", "format": "Gzip"}] * 2
+        label = "prepare step 2 (Decompress Gzip)"
+    assert source.stat().st_size < 20_000
+    work = tmp_path / "work"
+    with pytest.raises(PrepareError) as refused:
+        prepare(steps(*raw), source, work, BOMB_LIMIT)
+    assert str(refused.value) == (
+        f"{label}: the file decompresses to more than 1 MiB, the most a prepare step may"
+        " write (max_decompressed_size in [tool.reconciler]): a decompression bomb, or a file"
+        " that needs the limit raised"
+    )
+    assert list(work.iterdir()) == []
+    exact = tmp_path / "exact.gz"
+    exact.write_bytes(gzip.compress(bytes(BOMB_LIMIT)))
+    done = prepare(steps({"kind": "Decompress", "format": "Gzip"}), exact, work, BOMB_LIMIT)
+    assert done.stat().st_size == BOMB_LIMIT  # the limit itself is allowed
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [(None, 10 * 2**30), ('"512MiB"', 512 * 2**20), ('"2 GiB"', 2 * 2**30), ("4096", 4096)],
+)
+def test_max_decompressed_size_is_read_from_the_repository_settings(
+    tmp_path: Path, value: str | None, size: int
+) -> None:
+    text = "[tool.reconciler]\n" + (f"max_decompressed_size = {value}\n" if value else "")
+    assert RepoConfig.of_pyproject(tmp_path, text, "pyproject.toml").max_decompressed_size == size
+
+
+@pytest.mark.parametrize("value", ['"10 gigs"', "0", '"0GiB"', "true", '"1.5GiB"'])
+def test_a_max_decompressed_size_that_is_not_a_size_is_a_configuration_error(
+    tmp_path: Path, value: str
+) -> None:
+    text = f"[tool.reconciler]\nmax_decompressed_size = {value}\n"
+    with pytest.raises(ConfigError) as refused:
+        RepoConfig.of_pyproject(tmp_path, text, "pyproject.toml")
+    assert str(refused.value).startswith(
+        "[tool.reconciler] max_decompressed_size must be a size above 0, in bytes or with a"
+        ' unit ("512MiB", "10GiB"), got '
+    )

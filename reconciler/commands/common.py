@@ -214,6 +214,7 @@ class Session:
             progress=progress,
             source_roots=self.config.source_roots,
             scratch=self.config.work_dir,
+            max_decompressed_size=self.config.max_decompressed_size,
         )
 
 

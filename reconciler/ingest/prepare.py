@@ -27,13 +27,13 @@ import fnmatch
 import gzip
 import os
 import shlex
-import shutil
 import subprocess
 import tempfile
 import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO, Protocol
 
 from ..odf import models
 
@@ -42,6 +42,7 @@ __all__ = ["PrepareError", "prepare"]
 _STDERR_TAIL_LINES = 20
 _STDERR_TAIL_CHARS = 4000
 _MEMBERS_SHOWN = 20
+_CHUNK = 1 << 20
 
 
 class PrepareError(Exception):
@@ -57,8 +58,16 @@ class PrepareError(Exception):
         self.stderr = stderr
 
 
-def prepare(steps: Sequence[models.PrepStep] | None, path: Path, workdir: Path) -> Path:
-    """Apply ``steps`` to ``path``; return the prepared file (``path`` itself if no steps)."""
+def prepare(
+    steps: Sequence[models.PrepStep] | None,
+    path: Path,
+    workdir: Path,
+    max_decompressed: int = 10 * 2**30,
+) -> Path:
+    """Apply ``steps`` to ``path``; return the prepared file (``path`` itself if no steps).
+    A ``Decompress`` step that would write more than ``max_decompressed`` bytes stops
+    there, with a PrepareError: the file is a decompression bomb, or needs the limit
+    (``max_decompressed_size``) raised."""
     if not steps:
         return path
     workdir.mkdir(parents=True, exist_ok=True)
@@ -69,11 +78,13 @@ def prepare(steps: Sequence[models.PrepStep] | None, path: Path, workdir: Path) 
             if isinstance(step, models.PrepStepPipe):
                 _pipe(step.command, current, output, number)
             elif step.format == models.CompressionFormat.GZIP:
-                _gunzip(current, output, number)
+                _gunzip(current, output, number, max_decompressed)
             else:
-                _unzip(current, step.sub_path, output, number)
+                _unzip(current, step.sub_path, output, number, max_decompressed)
         except BaseException:
             output.unlink(missing_ok=True)
+            if current != path:  # an earlier step's output, which no step will consume
+                current.unlink(missing_ok=True)
             raise
         if current != path:
             current.unlink()
@@ -87,18 +98,45 @@ def _new_file(workdir: Path, number: int) -> Path:
     return Path(name)
 
 
-def _gunzip(source: Path, output: Path, number: int) -> None:
+class _Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def _copy_at_most(src: _Readable, dst: BinaryIO, limit: int, label: str, number: int) -> None:
+    """Copy ``src`` to ``dst`` a MiB at a time, refusing to write more than ``limit``."""
+    written = 0
+    while chunk := src.read(min(_CHUNK, limit - written + 1)):
+        written += len(chunk)
+        if written > limit:
+            raise PrepareError(
+                f"{label}: the file decompresses to more than {_shown_size(limit)}, the most"
+                " a prepare step may write (max_decompressed_size in [tool.reconciler]):"
+                " a decompression bomb, or a file that needs the limit raised",
+                step=number,
+            )
+        dst.write(chunk)
+
+
+def _shown_size(size: int) -> str:
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
+def _gunzip(source: Path, output: Path, number: int, limit: int) -> None:
+    label = f"prepare step {number} (Decompress Gzip)"
     try:
         with gzip.open(source, "rb") as src, open(output, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+            _copy_at_most(src, dst, limit, label, number)
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise PrepareError(
-            f"prepare step {number} (Decompress Gzip): {source.name} is not a valid gzip file: {e}",
+            f"{label}: {source.name} is not a valid gzip file: {e}",
             step=number,
         ) from None
 
 
-def _unzip(source: Path, sub_path: str | None, output: Path, number: int) -> None:
+def _unzip(source: Path, sub_path: str | None, output: Path, number: int, limit: int) -> None:
     label = f"prepare step {number} (Decompress Zip)"
     try:
         with zipfile.ZipFile(source) as archive:
@@ -109,7 +147,7 @@ def _unzip(source: Path, sub_path: str | None, output: Path, number: int) -> Non
             ]
             member = _choose_member(members, sub_path, label, source, number)
             with archive.open(member) as src, open(output, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+                _copy_at_most(src, dst, limit, label, number)
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
         raise PrepareError(
             f"{label}: {source.name} is not a valid zip archive: {e}", step=number

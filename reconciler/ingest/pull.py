@@ -58,6 +58,8 @@ class IngestContext:
     scratch: Path | None = None
     """Where each pull's working folder goes (``writer.scratch``); None, the system's
     temporary folder."""
+    max_decompressed_size: int = 10 * 2**30
+    """The most bytes a ``Decompress`` prepare step may write (``RepoConfig``)."""
 
     def now(self) -> Timestamp:
         return self.system_time or Timestamp.now()
@@ -147,7 +149,7 @@ def _ingest_file(
     appended, and the rows and bytes of the data file written."""
     steps = source.prepare if isinstance(source, models.SetPollingSource) else None
     context.progress("prepare")
-    path = prepare(steps, fetched.path, work)
+    path = prepare(steps, fetched.path, work, context.max_decompressed_size)
     context.progress("read")
     spark = context.spark()
     schema = source.read.schema_
