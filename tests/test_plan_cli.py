@@ -440,8 +440,16 @@ def test_a_pull_request_that_points_policies_elsewhere_is_still_judged_by_the_ba
             " new one. Copy them there first (see the README, 'Where data lives'), then change"
             " the setting",
         ),
+        (
+            'max_decompressed_size = "1GiB"',
+            'max_decompressed_size = "1TiB"',
+            "max_decompressed_size rises from 1073741824 to 1099511627776 bytes: the limit is"
+            " what stops a decompression bomb in a pull request from filling the runner's disk,"
+            " so a maintainer reviews and merges a higher one as such, since this plan cannot"
+            " approve it",
+        ),
     ],
-    ids=["odf_root", "store-to-store", "store-back-into-git"],
+    ids=["odf_root", "store-to-store", "store-back-into-git", "decompress-limit"],
 )
 def test_a_pull_request_cannot_move_the_chains_or_their_store(
     repo: GitOpsRepo, base: str, change: str, message: str

@@ -11,7 +11,9 @@ an error at the line that changes it. Moving from the dataset folders (``"odf"``
 store is carried out by apply, and the plan lists the files as pending
 (``store_move_pending``).
 ``source_roots`` may not grow either: the plan judges the pull request by the base's, but
-the next one would read the runner's files from the new folders. Nor may ``policies``
+the next one would read the runner's files from the new folders. Nor may
+``max_decompressed_size`` rise: it bounds what a decompression bomb of the same pull
+request would write on the runner. Nor may ``policies``
 point elsewhere: the pull request is judged by the base's folder, but the next one would
 be judged by a folder this one wrote (``policy_change`` reports edits inside the folder).
 """
@@ -76,6 +78,18 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
                 " such, since this plan cannot approve it",
                 location=_key_location(pyproject, "source_roots"),
                 field="tool.reconciler.source_roots",
+            )
+        )
+    if config.max_decompressed_size > base.max_decompressed_size:
+        problems.append(
+            Problem(
+                f"max_decompressed_size rises from {base.max_decompressed_size} to"
+                f" {config.max_decompressed_size} bytes: the limit is what stops a"
+                " decompression bomb in a pull request from filling the runner's disk, so a"
+                " maintainer reviews and merges a higher one as such, since this plan cannot"
+                " approve it",
+                location=_key_location(pyproject, "max_decompressed_size"),
+                field="tool.reconciler.max_decompressed_size",
             )
         )
     if config.policies_dir != base.policies_dir:
