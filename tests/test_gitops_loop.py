@@ -351,6 +351,56 @@ def test_a_pull_request_adding_an_ignore_rule_that_catches_chain_files_fails_its
     assert local.stdout.splitlines()[-1] == "Plan: 1 unchanged. 0 errors, 1 warning."
 
 
+def test_git_attributes_that_rewrite_chain_files_fail_the_plan_and_are_refused_by_apply(
+    tmp_path: Path,
+) -> None:
+    """``odf/** text eol=crlf`` passed every plan (it was caught only as "changes a block"
+    once the damage was done): git would convert the blocks' bytes on commit, and a chain
+    file's name is the hash of its bytes. ``text=auto`` and Git LFS are left alone."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = clone(origin, tmp_path / "runner")
+    assert (
+        run(tmp_path / "runner", "apply", "--commit", "--push", "--system-time", WHEN).returncode
+        == 0
+    )
+    runner.git.switch("-q", "-c", "line-endings")
+    attributes = tmp_path / "runner" / ".gitattributes"
+    attributes.write_text("* text=auto\nodf/**/data/** filter=lfs -text\n")
+    (tmp_path / "runner" / ".gitignore").write_text("odf/.lock\n")  # as init writes it
+    runner.git.add(".gitattributes", ".gitignore")
+    runner.index.commit("harmless attributes")
+    assert run(tmp_path / "runner", "plan", "--base", "origin/main").returncode == 0
+    attributes.write_text("* text=auto\nodf/** text eol=crlf\n")
+    runner.git.add(".gitattributes")
+    runner.index.commit("windows line endings everywhere")
+    message = (
+        f"git attribute text=set on odf/{A}/blocks/f1620, a file a run commits: git would"
+        " rewrite its bytes on commit or checkout, and a chain file's name is the hash of its"
+        " bytes. End .gitattributes with `odf/** -text -eol -filter -ident"
+        " -working-tree-encoding` (`git check-attr -a` shows what sets it)"
+    )
+    pull_request = run(tmp_path / "runner", "plan", "--base", "origin/main", "--format", "json")
+    assert pull_request.returncode == 1, pull_request.stderr
+    assert json.loads(pull_request.stdout)["problems"] == [
+        {"message": message, "location": {"file": ".gitattributes"}, "severity": "error"}
+    ]
+    refused = run(tmp_path / "runner", "apply", "--commit", "--system-time", WHEN)
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "error: --commit refused, nothing was applied: git would rewrite files a run commits:"
+        f" text=set on odf/{A}/blocks/f1620; end .gitattributes with `odf/** -text -eol"
+        " -filter -ident -working-tree-encoding`, or the commit would store blocks whose bytes"
+        " no longer match their hashes\n"
+    )
+    attributes.write_text(
+        "* text=auto\nodf/** text eol=crlf\nodf/** -text -eol -filter -ident"
+        " -working-tree-encoding\n"
+    )
+    assert run(tmp_path / "runner", "plan").stdout.splitlines()[-1] == (
+        "Plan: 1 unchanged. 0 errors, 0 warnings."
+    )
+
+
 TRAILER_LINES = "Reconcile-Run-Id: run-1\nReconcile-Plan-Hash: ab12\nReconcile-Version: 0.1.0\n"
 """The trailers of ``Trailers("run-1", "ab12", "0.1.0")``, as every message ends."""
 

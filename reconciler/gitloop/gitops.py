@@ -389,3 +389,61 @@ def ignored_paths(repo_root: Path, paths: Sequence[str]) -> list[Ignored]:
         if not pattern.startswith("!"):  # a negation that matched keeps the path
             found.append(Ignored(path, source, int(line), pattern))
     return found
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A path git would rewrite on commit or checkout, and the attribute that makes it."""
+
+    path: str
+    attribute: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.attribute}={self.value} on {self.path}"
+
+
+# What makes git rewrite a file's bytes between the repository and the working tree; a
+# chain file's name is its hash, so any rewrite breaks it.
+_REWRITING = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
+# ... but not these: git finds the blocks binary under ``text=auto``, and Git LFS gives
+# the working tree the file's own bytes back (the checkout must fetch them, ``lfs: true``).
+_KEPT = {("text", "auto"), ("filter", "lfs")}
+
+
+def converted_paths(repo_root: Path, paths: Sequence[str]) -> list[Converted]:
+    """Those of ``paths`` (relative to the top of the checkout; they need not exist) that
+    git's attributes (``.gitattributes``, ``info/attributes``, the global file) make it
+    rewrite: end-of-line conversion, a clean/smudge filter, ``ident`` expansion or a
+    working-tree encoding (``_KEPT`` names the harmless ones)."""
+    if not paths:
+        return []
+    repo = _repo(repo_root)
+    top = repo.working_tree_dir or str(repo_root)
+    done = subprocess.run(
+        ["git", "-C", top, "check-attr", "-z", "--stdin", *_REWRITING],
+        input="\0".join(paths).encode("utf-8"),
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        reason = _first_line(done.stderr.decode("utf-8", "replace"))
+        raise GitError(f"cannot read the git attributes: {reason}")
+    fields = done.stdout.decode("utf-8", "replace").split("\0")
+    values: dict[str, dict[str, str]] = {}
+    for i in range(0, len(fields) - 2, 3):
+        path, attribute, value = fields[i : i + 3]
+        values.setdefault(path, {})[attribute] = value
+    found = []
+    for path in paths:
+        attributes = values.get(path, {})
+        text = attributes.get("text", "unspecified")
+        for attribute in _REWRITING:
+            value = attributes.get(attribute, "unspecified")
+            if value in ("unspecified", "unset") or (attribute, value) in _KEPT:
+                continue
+            if attribute == "eol" and text == "unset":
+                continue  # eol only applies to text
+            found.append(Converted(path, attribute, value))
+            break
+    return found

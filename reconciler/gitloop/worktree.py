@@ -22,7 +22,7 @@ from pathlib import Path
 
 import git
 
-from .gitops import chain_paths, ignored_paths
+from .gitops import chain_paths, converted_paths, ignored_paths
 
 _IN_PROGRESS = {
     "MERGE_HEAD": "a merge",
@@ -105,11 +105,19 @@ class Worktree:
             identity = "git has no committer identity: set user.name and user.email"
             raise RefusedError(identity) from None
         top = Path(self.repo.working_tree_dir or ".")
-        ignored = ignored_paths(top, chain_paths(top, self.odf, data_in_odf))
+        chain_files = chain_paths(top, self.odf, data_in_odf)
+        ignored = ignored_paths(top, chain_files)
         if ignored:
             raise RefusedError(
                 f"git ignores files a run must commit: {ignored[0]}; add the rule"
                 f" `!{self.odf}/**` below it, or the commit would leave them out"
+            )
+        converted = converted_paths(top, chain_files)
+        if converted:
+            raise RefusedError(
+                f"git would rewrite files a run commits: {converted[0]}; end .gitattributes"
+                f" with `{self.odf}/** -text -eol -filter -ident -working-tree-encoding`, or"
+                " the commit would store blocks whose bytes no longer match their hashes"
             )
         changes = [c for c in self.changes() if not self._transient(c.path)]
         under = [c.path for c in changes if self._under_odf(c.path)]

@@ -37,7 +37,7 @@ from ..plan.policies import PolicySet, evaluate, load_policies, read_override
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .csv_headers import plan_header_problems
 from .engine_settings_change import engine_setting_problems
-from .ignore_rules import ignored_chain_problems
+from .ignore_rules import ignored_chain_problems, rewritten_chain_problems
 from .policy_change import policy_change_problems
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending
@@ -211,6 +211,7 @@ def make_plan(
     problems += manifest_problems(scan.refused)
     problems += source_problems(config.root, allowed, desired.datasets.values())
     problems += ignored_chain_problems(config, pull_request=request.base_ref is not None)
+    problems += rewritten_chain_problems(config, pull_request=request.base_ref is not None)
     if base is not None:
         problems += settings_problems(config, base)
         problems += engine_setting_problems(config, str(request.base_ref))

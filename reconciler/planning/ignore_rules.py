@@ -1,12 +1,15 @@
-"""Whether git would keep what apply commits: the repository's ignore rules, judged by
-the plan.
+"""Whether git would keep what apply commits, byte for byte: the repository's ignore
+rules and attributes, judged by the plan.
 
 ``apply --commit`` refuses a checkout whose ignore rules catch the chains' files (a
 team's ``data/`` rule matches every ``odf/<dataset>/data/``), since git would commit
 blocks without the data they name. A pull request that adds such a rule would pass its
 plan and then stop every scheduled run after its merge; so the plan says it first: an
 error for a pull request (``--base``), whose merge would break the loop, and a warning
-for a local plan, which may be a sandbox never committed.
+for a local plan, which may be a sandbox never committed. Attributes that make git
+rewrite a file (``odf/** text eol=crlf``, a filter) are judged the same way: git would
+commit blocks whose bytes no longer hash to their names, and ``apply --commit`` refuses
+them too.
 """
 
 from __future__ import annotations
@@ -39,6 +42,34 @@ def ignored_chain_problems(config: RepoConfig, pull_request: bool) -> list[Probl
             f" commit; add the rule `!{shown_path(config.odf_dir, config.root)}/**` below"
             " it, or apply --commit refuses to run",
             location=Location(str(rules) if rules.is_file() else shown, first.line),
+            severity=Severity.ERROR if pull_request else Severity.WARNING,
+        )
+    ]
+
+
+def rewritten_chain_problems(config: RepoConfig, pull_request: bool) -> list[Problem]:
+    """One problem for the first chain file git's attributes would rewrite; none outside
+    git, or when the chains are outside the checkout."""
+    try:
+        top = gitops.top_of(config.root)
+    except gitops.GitError:
+        return []
+    odf = config.odf_dir.resolve()
+    if not odf.is_relative_to(top):
+        return []
+    shown_odf = shown_path(config.odf_dir, config.root)
+    paths = gitops.chain_paths(top, odf.relative_to(top).as_posix(), config.data_store == "odf")
+    converted = gitops.converted_paths(top, paths)
+    if not converted:
+        return []
+    attributes = top / ".gitattributes"
+    return [
+        Problem(
+            f"git attribute {converted[0]}, a file a run commits: git would rewrite its"
+            " bytes on commit or checkout, and a chain file's name is the hash of its bytes."
+            f" End .gitattributes with `{shown_odf}/** -text -eol -filter -ident"
+            " -working-tree-encoding` (`git check-attr -a` shows what sets it)",
+            location=Location(str(attributes)) if attributes.is_file() else None,
             severity=Severity.ERROR if pull_request else Severity.WARNING,
         )
     ]
