@@ -266,6 +266,21 @@ def test_a_folder_that_is_no_repository_is_an_error_saying_so(tmp_path: Path) ->
         )
 
 
+def test_a_folder_inside_a_repository_names_the_repository_to_run_in(tmp_path: Path) -> None:
+    """From ``datasets/`` the error said to run ``reconcile init``, which would have made a
+    second repository inside the first."""
+    (tmp_path / "pyproject.toml").write_text("[tool.reconciler]\n")
+    inside = tmp_path / "datasets" / "shop"
+    inside.mkdir(parents=True)
+    result = cli(inside, "plan")
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {inside} is not a reconciler repository (no [tool.reconciler] in"
+        " pyproject.toml, no datasets/ folder, no odf/ folder); it is inside"
+        f" {tmp_path}: run there, or with -C {tmp_path}\n"
+    )
+
+
 def test_quiet_and_verbose_together_are_a_usage_error(applied: tuple[Path, Result]) -> None:
     result = cli(applied[0], "-q", "-v", "plan")
     assert result.exit_code == 64

@@ -82,8 +82,18 @@ def test_json_plan_follows_its_schema_and_out_writes_a_file(repo: GitOpsRepo) ->
     assert document["summary"]["exitCode"] == {"default": 0, "detailed": 2}
     out = repo.root / "plan.md"
     result = reconcile(repo, "--plan", "--format", "markdown", "--out", str(out))
-    assert (result.returncode, result.stdout) == (0, "")
+    assert (result.returncode, result.stdout) == (
+        0,
+        f"Plan: 1 to create. 0 errors, 1 warning.\nWrote the plan to {out}.\n",
+    )
     assert "| `org.example.a` | create | compatible |" in out.read_text()
+    saved = repo.root / "plan.json"
+    result = reconcile(repo, "--plan", "--format", "json", "--out", str(saved))
+    assert result.stdout.splitlines()[-1] == (
+        f"Saved the plan to {saved}: `reconcile show {saved}` shows it, and"
+        f" `reconcile apply {saved}` applies it unless it is stale."
+    )
+    assert reconcile(repo, "-q", "--plan", "--out", str(out)).stdout == ""
 
 
 def test_a_plan_without_query_changes_needs_no_java(repo: GitOpsRepo) -> None:

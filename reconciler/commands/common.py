@@ -35,7 +35,7 @@ from typer._click.exceptions import ClickException, UsageError  # typer vendors 
 from typer._click.globals import get_current_context
 from typer.core import TyperGroup
 
-from ..config import RepoConfig
+from ..config import ConfigError, RepoConfig
 from ..engine.errors import describe
 from ..masking import Mask, referenced_secrets
 from ..plan.selection import Graph, SelectionError, parse_selectors, select
@@ -284,11 +284,21 @@ def is_repository(config: RepoConfig) -> bool:
 
 
 def not_a_repository(config: RepoConfig) -> typer.Exit:
-    return fail(
+    """The error for a directory that is no repository: inside one (``datasets/``, say),
+    it names the repository to run in; a run never moves to it by itself, since a
+    folder of one repository may well hold a sandbox of its own."""
+    why = (
         f"error: {config.root} is not a reconciler repository (no [tool.reconciler] in "
-        "pyproject.toml, no datasets/ folder, no odf/ folder); "
-        "`reconcile init` creates one"
+        "pyproject.toml, no datasets/ folder, no odf/ folder)"
     )
+    for parent in config.root.parents:
+        try:
+            found = is_repository(RepoConfig.load(parent))
+        except (ConfigError, OSError):
+            found = False  # another project's pyproject.toml, say
+        if found:
+            return fail(f"{why}; it is inside {parent}: run there, or with -C {parent}")
+    return fail(f"{why}; `reconcile init` creates one")
 
 
 def written_offsets(session: Session, outcome: Outcome) -> tuple[int, int] | None:

@@ -22,6 +22,7 @@ from ..gitloop.gitops import GitError
 from ..odf import models
 from ..plan.model import Column, Plan, QueryCheck
 from ..plan.policies import PolicyError
+from ..plan.render_common import summary_sentence
 from ..plan.render_json import render_json
 from ..plan.render_markdown import render_markdown
 from ..plan.render_text import render_text
@@ -143,4 +144,17 @@ def run(session: Session, options: RunOptions) -> None:
         render(shown, options.output_format, to_terminal, session.quiet and to_terminal),
         options.out,
     )
+    if options.out is not None and not session.quiet:
+        # As ``terraform plan -out`` does: the log of the job that wrote the file says
+        # what is in it, and what to do with it.
+        sys.stdout.write(f"{summary_sentence(shown)}\n{_saved(options.out, options)}\n")
     raise typer.Exit(shown.exit_code(options.detailed_exitcode))
+
+
+def _saved(out: Path, options: RunOptions) -> str:
+    if options.output_format is OutputFormat.JSON:
+        return (
+            f"Saved the plan to {out}: `reconcile show {out}` shows it, and"
+            f" `reconcile apply {out}` applies it unless it is stale."
+        )
+    return f"Wrote the plan to {out}."
