@@ -113,6 +113,13 @@ def test_dash_h_is_help_on_every_command(command: str) -> None:
     result = CliRunner().invoke(app, [*command.split(), "-h"], prog_name="reconcile")
     assert result.exit_code == 0
     assert result.output.startswith(f"Usage: reconcile {command}".rstrip() + " [OPTIONS]")
+    # A command's help names the options that go before it (``-C`` was nowhere in it).
+    ends = " ".join(result.output.split())
+    if command:
+        assert ends.endswith(
+            "Before the command: -C <path> (run in that directory), -q (errors and the last"
+            " line only), -v (tracebacks), --version; see reconcile --help."
+        )
 
 
 def test_the_bare_command_says_in_its_help_that_it_applies() -> None:

@@ -357,6 +357,12 @@ def _output_flags_first(args: list[str]) -> list[str]:
     return flags + [a for a in head if a not in _OUTPUT_FLAGS] + args[end:]
 
 
+_GLOBAL_OPTIONS = (
+    "Before the command: -C <path> (run in that directory), -q (errors and the last line"
+    " only), -v (tracebacks), --version; see reconcile --help."
+)
+
+
 class ReconcileGroup(TyperGroup):
     """The app's command group: every way out of it ends in a documented exit code.
 
@@ -380,6 +386,14 @@ class ReconcileGroup(TyperGroup):
         except UsageError as e:
             e.exit_code = EXIT_USAGE
             raise
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Any:
+        """The command, whose help ends by naming the options that go before it: a
+        command's ``--help`` listed only its own, and ``-C`` was nowhere to be found."""
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and command.epilog is None:
+            command.epilog = _GLOBAL_OPTIONS
+        return command
 
     def invoke(self, ctx: Context) -> Any:
         # The command's own arguments, which click clears before the group's callback
