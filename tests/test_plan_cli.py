@@ -659,13 +659,15 @@ def test_a_pull_request_that_removes_a_manifest_plans_the_delete_with_its_chain(
     text = reconcile(repo, "--plan", "--base", "HEAD", "--prune").stdout.splitlines()
     assert text[text.index("- org.example.b (Root) will be deleted (changed in this PR)") + 1] == (
         f"    deletes: {state.dataset_id} at head {state.head} (4 blocks, 0 records);"
-        " git history keeps it"
+        " git history keeps it. Apply deletes it last, and only in a run where every other"
+        " dataset succeeds (a rename's new dataset, say)"
     )
     markdown = reconcile(repo, "--plan", "--base", "HEAD", "--prune", "--format", "markdown")
     assert (
         "<details><summary><code>org.example.b</code> (Root): delete, changed in this PR"
         f"</summary>\n\n- **Deletes:** {state.dataset_id} at head {state.head} (4 blocks,"
-        " 0 records); git history keeps it\n\n</details>"
+        " 0 records); git history keeps it. Apply deletes it last, and only in a run where"
+        " every other dataset succeeds (a rename's new dataset, say)\n\n</details>"
     ) in markdown.stdout
 
 

@@ -160,6 +160,12 @@ def action_facts(dataset: DatasetPlan) -> list[tuple[str, str]]:
     return _recreate_facts(dataset)
 
 
+_DELETED_LAST = (
+    "; git history keeps it. Apply deletes it last, and only in a run where every other"
+    " dataset succeeds (a rename's new dataset, say)"
+)
+
+
 def _chain_fact(dataset: DatasetPlan, chain: ChainFacts) -> tuple[str, str]:
     """``deletes``: the chain a delete removes (git history keeps it); ``chain``: the
     one an orphan keeps."""
@@ -168,7 +174,7 @@ def _chain_fact(dataset: DatasetPlan, chain: ChainFacts) -> tuple[str, str]:
         f"({counted(chain.blocks, 'block')}, {counted(chain.records, 'record')})"
     )
     if dataset.action is Action.DELETE:
-        return ("deletes", text + "; git history keeps it")
+        return ("deletes", text + _DELETED_LAST)
     return ("chain", text)
 
 
