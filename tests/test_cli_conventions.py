@@ -348,7 +348,7 @@ def test_apply_json_is_one_document_on_stdout_following_its_schema(copy: Path) -
     line = document["summary"].pop("line")
     assert normal(line) == ["4 datasets: 3 updated (3 records), 1 up to date in N s"]
     updated = {"status": "updated", "error": None, "blocks": 1, "metadataBlocks": 0}
-    unmoved = {"movedFiles": 0, "note": None}
+    unmoved = {"movedFiles": 0, "renamedFrom": None, "note": None}
     assert document == {
         "formatVersion": 1,
         "command": "apply",
@@ -369,6 +369,7 @@ def test_apply_json_is_one_document_on_stdout_following_its_schema(copy: Path) -
                 "records": 0,
                 "offsets": None,
                 "movedFiles": 0,
+                "renamedFrom": None,
                 "note": waiting(copy),
             },
         ],

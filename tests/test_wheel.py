@@ -215,6 +215,7 @@ def test_the_installed_cli_plans_and_applies_a_repository_that_holds_no_reconcil
                 "records": 3,
                 "offsets": [0, 2],
                 "movedFiles": 0,
+                "renamedFrom": None,
                 "note": None,
             }
         ],

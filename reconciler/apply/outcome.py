@@ -41,3 +41,5 @@ class Outcome:
     message: str = ""
     moved: int = 0
     """Files moved from the dataset folder into the data store (``odf/store_move.py``)."""
+    renamed_from: str | None = None
+    """The name this run moved the dataset's chain from (``plan/renames.py``)."""

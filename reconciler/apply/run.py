@@ -33,7 +33,7 @@ from ..lineage.openlineage_events import Lineage, RunHandle
 from ..lineage.openlineage_runs import RunDescriber
 from ..odf import Timestamp
 from ..odf.multiformat import DatasetId
-from ..odf.repository import Dataset, OdfRepository
+from ..odf.repository import Dataset, OdfRepository, RepositoryError
 from ..odf.store import StoreError
 from ..odf.store_move import move_into_store
 from ..plan.model import Action, DatasetPlan, Plan
@@ -110,13 +110,17 @@ def apply_plan(
                 done(Outcome(ds.name, Status.SKIPPED, message=f"input {broken[0]} {why}"))
                 continue
             start(ds.name)
+            renamed_from = None
             try:
+                if ds.renamed_from is not None and not repo.dataset(ds.name).exists():
+                    repo.rename(ds.renamed_from, ds.name)
+                    renamed_from = ds.renamed_from
                 moved = _move_into_store(repo, ds.name)
-            except StoreError as e:
+            except (StoreError, RepositoryError, OSError) as e:
                 done(Outcome(ds.name, Status.FAILED, message=str(e)))
                 continue
             outcome = _apply_dataset(repo, ds, metadata_time, context, ids, lineage, describer)
-            done(replace(outcome, moved=moved))
+            done(replace(outcome, moved=moved, renamed_from=renamed_from))
         # Deletions come last, and wait while anything else failed: a deletion cannot be
         # undone by a later run, and the change that removes a manifest often adds its
         # successor (a rename), whose failure must not leave neither.

@@ -56,6 +56,8 @@ def describe(outcome: Outcome) -> str:
         parts.append(count(outcome.rows, "record"))
     if outcome.moved:
         parts.append(f"{count(outcome.moved, 'file')} moved into the data store")
+    if outcome.renamed_from:
+        parts.append(f"renamed from {outcome.renamed_from}")
     detail = ", ".join(parts)
     if outcome.message:
         detail = f"{detail}; {outcome.message}" if detail else outcome.message

@@ -34,6 +34,7 @@ def applied(done: Finished) -> dict[str, Any]:
         "records": outcome.rows,
         "offsets": list(done.offsets) if done.offsets else None,
         "movedFiles": outcome.moved,
+        "renamedFrom": outcome.renamed_from,
         "note": None if failed or not outcome.message else outcome.message,
     }
 

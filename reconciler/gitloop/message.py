@@ -87,6 +87,11 @@ def commit_message(
         ]
         if causes:
             paragraphs.append("\n".join([title, *causes]))
+    renamed = [
+        f"- {r.outcome.renamed_from} -> {r.outcome.dataset}" for r in runs if r.outcome.renamed_from
+    ]
+    if renamed:
+        paragraphs.append("\n".join(["Renamed:", *renamed]))
     moved = [
         f"- {r.outcome.dataset}: {count(r.outcome.moved, 'file')}" for r in runs if r.outcome.moved
     ]
@@ -108,7 +113,9 @@ def subject(runs: Sequence[DatasetRun]) -> str:
         parts.append(f"{count(len(updated), 'dataset')} advanced ({records})")
     counts = {s: sum(1 for r in runs if r.outcome.status is s) for s in _ALSO_COUNTED}
     parts += [f"{n} {status.value}" for status, n in counts.items() if n]
-    if not updated and not counts[Status.DELETED]:  # a deletion alone is a change
+    if renamed := sum(1 for r in runs if r.outcome.renamed_from):
+        parts.append(f"{renamed} renamed")
+    if not updated and not counts[Status.DELETED] and not renamed:  # each alone is a change
         parts.insert(0, "no dataset advanced")
     if moved := sum(r.outcome.moved for r in runs):
         parts.append(f"{count(moved, 'file')} moved into the data store")

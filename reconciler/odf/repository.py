@@ -645,6 +645,20 @@ class OdfRepository:
         fsync_dir(self.root)
         shutil.rmtree(aside, ignore_errors=True)
 
+    def rename(self, old: str, new: str) -> None:
+        """Move ``old``'s chain to the name ``new`` (a manifest's ``renamed-from`` line):
+        one rename of the folder, then its ``info/alias``. The chain itself names no
+        dataset, so nothing in it changes. A crash between the two leaves the old name in
+        the alias, which only kamu shows: the folder's name is the dataset's here."""
+        source, target = self.folder(old), self.folder(new)
+        if source.is_symlink() or target.is_symlink():
+            raise DatasetPathError(self.root, old, "a linked dataset folder is not renamed")
+        if target.exists():
+            raise RepositoryError(f"cannot rename {old} to {new}: {target} exists")
+        os.rename(source, target)
+        fsync_dir(self.root)
+        self.dataset(new).write_alias(new)
+
     def discard(self, staged: Dataset) -> None:
         """Remove a chain built with ``staging`` that will not replace anything."""
         shutil.rmtree(staged.root, ignore_errors=True)

@@ -100,6 +100,9 @@ class PlanOptions:
     stale_overrides: frozenset[str] = frozenset()
     """Datasets whose override line the base's manifest already had: it was written for
     an earlier breaking change, and allows none the pull request makes."""
+    renames: Mapping[str, str] = field(default_factory=dict)
+    """New name to old, for the chains apply moves to their manifest's new name
+    (``renames``): ``actual`` holds them under the new name already."""
     touched_sources: Mapping[str, TouchedSources] = field(default_factory=dict)
     """Per dataset, the files of its ``FilesGlob`` the pull request added or modified,
     or without a base those changed since its chain's last committed run
@@ -134,6 +137,8 @@ def build_plan(
     plans: dict[str, DatasetPlan] = {}
     for name, ds in desired.datasets.items():
         plans[name] = _dataset_plan(ds, actual.get(name), resolve, ids_to_names, all_problems)
+        if name in options.renames:
+            plans[name] = replace(plans[name], renamed_from=options.renames[name])
     _mark_downstream(plans, desired)
     checker = _QueryChecker(desired, validator, ids_to_names, all_problems)
     for name in desired.datasets:
@@ -171,6 +176,11 @@ def build_plan(
         listings=listings,
         problems=all_problems,
     )
+    all_problems += [
+        _renamed_and_recreated(desired.datasets[n], p.renamed_from)
+        for n, p in plans.items()
+        if p.renamed_from is not None and p.action is Action.RECREATE
+    ]
     if options.changed is not None:
         plans = {n: replace(p, changed_in_pr=n in options.changed) for n, p in plans.items()}
     verdicts: list[Verdict] = []
@@ -260,6 +270,18 @@ def _orphan(name: str, state: ChainState, prune: bool) -> DatasetPlan:
         action=Action.DELETE if prune else Action.ORPHANED,
         dataset_id=str(state.dataset_id) if state.dataset_id else None,
         chain=ChainFacts(str(state.head), state.sequence_number + 1, state.next_offset),
+    )
+
+
+def _renamed_and_recreated(ds: DesiredDataset, old: str) -> Problem:
+    """A rename and a recreate in one run: the recreate reads the history of the chain
+    under its new name, which only the rename gives it. One pull request each."""
+    return Problem(
+        f"{ds.name} is renamed from {old!r} and recreated in the same run: rename it first"
+        " (a pull request with the renamed-from line alone), then make the breaking change",
+        dataset=ds.name,
+        location=ds.location,
+        field="renamed-from",
     )
 
 

@@ -17,7 +17,7 @@ from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
 from ..odf.names import name_key
 from ..wording import close_names
 from .model import Location, Problem
-from .policies import find_override
+from .policies import find_override, find_renamed_from
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class DesiredDataset:
     inputs: tuple[str, ...]  # resolved to dataset names where possible, else the raw ref
     override: str | None = None  # reason given for an approved breaking change
     override_line: int | None = None  # where the override comment is (1-based)
+    renamed_from: tuple[str, int] | None = None  # a renamed-from line: old name, line
 
     @property
     def name(self) -> str:
@@ -130,9 +131,12 @@ def load_desired(
     }
     for name in _dependency_order(resolved, by_name, state):
         item = by_name[name]
-        found = find_override(Path(item.file).read_text(encoding="utf-8"))
+        text = Path(item.file).read_text(encoding="utf-8")
+        found = find_override(text)
         override, line = found if found else (None, None)
-        state.datasets[name] = DesiredDataset(item, tuple(resolved[name]), override, line)
+        state.datasets[name] = DesiredDataset(
+            item, tuple(resolved[name]), override, line, find_renamed_from(text)
+        )
     return state
 
 

@@ -93,6 +93,7 @@ def _dataset(d: dict[str, Any]) -> DatasetPlan:
         query=_query(d["query"]) if "query" in d else None,
         changed_in_pr=d.get("changedInPr"),
         override=d.get("override"),
+        renamed_from=d.get("renamedFrom"),
         recreate=_recreate(d["recreate"]) if "recreate" in d else None,
         chain=ChainFacts(**d["chain"]) if "chain" in d else None,
     )

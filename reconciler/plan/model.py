@@ -187,6 +187,7 @@ class DatasetPlan:
     override: str | None = None  # the manifest's reviewed reason for a breaking change
     recreate: Recreate | None = None  # set exactly when ``action`` is RECREATE
     chain: ChainFacts | None = None  # set exactly when ``action`` is ORPHANED or DELETE
+    renamed_from: str | None = None  # the chain's name until apply moves it (``renames``)
 
     @property
     def data_waiting(self) -> bool:
@@ -267,6 +268,7 @@ class Plan:
         return any(
             d.action in (Action.CREATE, Action.UPDATE, Action.RECREATE, Action.DELETE)
             or d.data_waiting
+            or d.renamed_from is not None
             for d in self.datasets
         )
 

@@ -65,6 +65,7 @@ _DOCUMENT = "policy file"  # what the bounded reader's messages call the file
 
 # The comment line that approves a breaking change. Only whole-line comments count.
 _OVERRIDE = re.compile(r"^[ \t]*#[ \t]*reconcile:[ \t]*allow-breaking-change:(.*)$", re.MULTILINE)
+_RENAMED_FROM = re.compile(r"^[ \t]*#[ \t]*reconcile:[ \t]*renamed-from:(.*)$", re.MULTILINE)
 
 # Unions whose members ``forbid_steps`` can name, as ``<union>::<kind>`` like the spec.
 _STEP_UNIONS: dict[str, Any] = {
@@ -320,13 +321,27 @@ def read_override(text: str) -> str | None:
 def find_override(text: str) -> tuple[str, int] | None:
     """``read_override``'s reason with its 1-based line, where a finding about the
     override points."""
-    if "allow-breaking-change" not in text:  # the common case: skip tokenising the file
+    return _find_directive(text, "allow-breaking-change", _OVERRIDE)
+
+
+def find_renamed_from(text: str) -> tuple[str, int] | None:
+    """The name in the manifest's ``# reconcile: renamed-from: <old name>`` line, with
+    its 1-based line: the chain of that name is this dataset's, moved to the new name
+    (``plan/renames.py``). A comment, as the override is, so ODF tools read the manifest
+    unchanged and the rename shows up in the pull request's diff."""
+    return _find_directive(text, "renamed-from", _RENAMED_FROM)
+
+
+def _find_directive(text: str, word: str, pattern: re.Pattern[str]) -> tuple[str, int] | None:
+    """The value and 1-based line of the first ``# reconcile: <word>: <value>`` comment
+    with a value, outside multi-line scalars."""
+    if word not in text:  # the common case: skip tokenising the file
         return None
     inside = _lines_inside_scalars(text)
-    for match in _OVERRIDE.finditer(text):
-        reason, line = match.group(1).strip(), text.count("\n", 0, match.start())
-        if reason and line not in inside:
-            return reason, line + 1
+    for match in pattern.finditer(text):
+        value, line = match.group(1).strip(), text.count("\n", 0, match.start())
+        if value and line not in inside:
+            return value, line + 1
     return None
 
 

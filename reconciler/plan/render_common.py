@@ -148,16 +148,30 @@ def _schema_row(name: str, before: str, after: str, change: SchemaChange) -> Sch
 
 
 def changes_metadata(dataset: DatasetPlan) -> bool:
-    """Whether apply writes metadata blocks for (or deletes) this dataset."""
-    return dataset.action in (Action.CREATE, Action.UPDATE, Action.RECREATE, Action.DELETE)
+    """Whether apply writes metadata blocks for (or deletes, or renames) this dataset."""
+    return dataset.renamed_from is not None or dataset.action in (
+        Action.CREATE,
+        Action.UPDATE,
+        Action.RECREATE,
+        Action.DELETE,
+    )
 
 
 def action_facts(dataset: DatasetPlan) -> list[tuple[str, str]]:
     """What a reviewer must know of a recreate or of a chain with no manifest, as (label,
-    text); nothing for the other actions, whose events say it all."""
+    text), and of a rename; nothing else, since the events say it all."""
+    facts = []
+    if dataset.renamed_from is not None:
+        facts.append(
+            (
+                "renamed from",
+                f"{dataset.renamed_from}: apply moves its chain ({dataset.dataset_id}) to"
+                " this name; the datasets that read it keep their chains",
+            )
+        )
     if dataset.chain is not None:
-        return [_chain_fact(dataset, dataset.chain)]
-    return _recreate_facts(dataset)
+        return [*facts, _chain_fact(dataset, dataset.chain)]
+    return [*facts, *_recreate_facts(dataset)]
 
 
 _DELETED_LAST = (
@@ -279,6 +293,8 @@ def summary_sentence(plan: Plan) -> str:
     """
     counts = plan.counts()
     actions = [action_phrase(a, counts[a.value]) for a in Action if counts[a.value]]
+    if renamed := sum(1 for d in plan.datasets if d.renamed_from is not None):
+        actions.append(f"{renamed} renamed")
     sentence = "Plan: " + (", ".join(actions) or "no datasets")
     if pending := pending_count(plan):
         sentence += f"; {pending} with pending data"

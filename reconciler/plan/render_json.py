@@ -97,6 +97,7 @@ def _dataset(dataset: DatasetPlan) -> dict[str, Any]:
             "datasetId": dataset.dataset_id,
             "manifest": _location(dataset.manifest),
             "override": dataset.override,
+            "renamedFrom": dataset.renamed_from,
             "inputs": list(dataset.inputs),
             "downstream": list(dataset.downstream),
             "affectedDownstream": list(dataset.affected_downstream),

@@ -254,7 +254,10 @@ def _datasets(plan: Plan, cap: int | None = None) -> list[str]:
     listed = [
         d
         for d in plan.datasets
-        if d.action is not Action.UNCHANGED or d.data_waiting or errors[d.name]
+        if changes_metadata(d)
+        or d.action is not Action.UNCHANGED
+        or d.data_waiting
+        or errors[d.name]
     ]
     unlisted = [d for d in plan.datasets if d not in listed]
     count = counted(len(unlisted), "unchanged dataset")
@@ -458,6 +461,7 @@ def _sources(dataset: DatasetPlan) -> str:
 def _details_summary(dataset: DatasetPlan) -> str:
     traits = [dataset.action.value]
     traits += [dataset.change_class.value] if dataset.change_class else []
+    traits += [f"renamed from {html.escape(dataset.renamed_from)}"] if dataset.renamed_from else []
     traits += ["changed in this PR"] if dataset.changed_in_pr else []
     return f"<code>{html.escape(dataset.name)}</code> ({dataset.kind}): {', '.join(traits)}"
 

@@ -105,7 +105,8 @@ def _dataset(dataset: DatasetPlan) -> list[Line]:
 
 def _headline(dataset: DatasetPlan) -> str:
     traits = [dataset.kind, *([dataset.change_class.value] if dataset.change_class else [])]
-    marker = " (changed in this PR)" if dataset.changed_in_pr else ""
+    marker = f" (renamed from {dataset.renamed_from})" if dataset.renamed_from else ""
+    marker += " (changed in this PR)" if dataset.changed_in_pr else ""
     return (
         f"{SYMBOLS[dataset.action]} {dataset.name} ({', '.join(traits)}) "
         f"{_HEADLINES[dataset.action]}{marker}"

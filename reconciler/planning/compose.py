@@ -34,6 +34,7 @@ from ..plan.desired import DesiredDataset, load_desired
 from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
 from ..plan.pending import GlobListings
 from ..plan.policies import PolicySet, evaluate, load_policies, read_override
+from ..plan.renames import find_renames, renamed
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .csv_headers import plan_header_problems
 from .engine_settings_change import engine_setting_problems
@@ -195,6 +196,12 @@ def make_plan(
     ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
     scan = config.scan_manifests()
     desired = load_desired(scan.paths, ids, refused=len(scan.refused))
+    renames, rename_problems = find_renames(desired, actual)
+    problems += rename_problems
+    if renames:  # judged as if the chains had their new names: ids resolve to them
+        actual = renamed(actual, renames)
+        ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
+        desired = load_desired(scan.paths, ids, refused=len(scan.refused))
     changed = None
     if request.base_ref is not None:
         paths = gitops.changed_paths(config.root, request.base_ref, config.datasets_dir)
@@ -232,6 +239,7 @@ def make_plan(
         changed=changed,
         stale_overrides=stale,
         touched_sources=touched,
+        renames=renames,
     )
     plan = build_plan(
         desired,
