@@ -241,6 +241,44 @@ def test_a_root_whose_read_schema_breaks_is_recreated_from_all_its_files(
     assert not make_plan(repo.config, PlanRequest()).has_changes
 
 
+def test_a_new_derivative_of_a_root_recreated_in_the_same_run_reads_the_new_chain(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Planned with the input's old id, the new dataset failed at apply ("input did:odf:…
+    is not in the repository") after a plan that passed: the id is the new chain's."""
+    repo = make_repo(
+        tmp_path,
+        "SELECT event_time, b FROM `org.example.a`",
+        "SELECT event_time, b FROM `org.example.b`",
+    )
+    write_root(repo, "[a STRING, b STRING]", override=True)
+    new = "org.example.d"
+    repo.write(
+        new,
+        manifest(
+            new, "Derivative", derivative_events([A], "SELECT event_time, a FROM `org.example.a`")
+        ),
+    )
+    plan = make_plan(repo.config, PlanRequest())
+    assert not plan.has_errors, plan.problems
+    (d,) = [p for p in plan.datasets if p.name == new]
+    (transform,) = [e for e in d.events if e.kind == "SetTransform"]
+    assert transform.after is not None
+    assert [i["datasetRef"] for i in transform.after["inputs"]] == [A]  # named, not the old id
+    outcomes = reconcile(tmp_path, LATER)
+    assert [(o.dataset, o.status, o.rows) for o in outcomes] == [
+        (A, Status.RECREATED, 3),
+        (B, Status.RECREATED, 3),
+        (C, Status.RECREATED, 3),
+        (new, Status.CREATED, 3),
+    ]
+    (set_transform,) = [
+        e for e in events(repo.odf.dataset(new)) if isinstance(e, models.SetTransform)
+    ]
+    assert [str(i.dataset_ref) for i in set_transform.inputs] == [chain_of(repo, A)[0]]
+    assert [r[3] for r in all_rows(repo, new)] == ["1", "2", "3"]
+
+
 def tree(root: Path) -> dict[str, str]:
     """Every file under ``root`` but git's own, by path, with its bytes' hash."""
     return {

@@ -30,7 +30,7 @@ from ..odf import models
 from ..odf.chain import ChainState
 from .desired import DesiredDataset, DesiredState
 from .diff import Facets, to_json
-from .model import Action, ChangeClass, DatasetPlan, Problem, Recreate
+from .model import Action, ChangeClass, DatasetPlan, EventChange, Problem, Recreate
 from .pending import GlobListings
 from .policies import field_location
 
@@ -99,7 +99,23 @@ def plan_recreates(
             recreate=replace(recreate, events=events),
             pending=(),
         )
+    for name, plan in plans.items():
+        if plan.action is Action.CREATE and causes.keys() & set(plan.inputs):
+            out[name] = replace(plan, events=tuple(_named(e, names, causes) for e in plan.events))
     return out
+
+
+def _named(change: EventChange, names: Mapping[str, str], causes: Mapping[str, str]) -> EventChange:
+    """A new dataset's SetTransform with each input recreated in the same run named, not
+    given its old id: the new chain's id exists only once apply has built it, and apply
+    resolves a name to it (the same as a recreated reader's events)."""
+    if change.kind != "SetTransform" or change.after is None:
+        return change
+    inputs = [
+        {**i, "datasetRef": names[i["datasetRef"]]} if names.get(i["datasetRef"]) in causes else i
+        for i in change.after.get("inputs", [])
+    ]
+    return replace(change, after={**change.after, "inputs": inputs})
 
 
 def _recreate(

@@ -14,6 +14,8 @@ them too.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..config import RepoConfig, shown_path
 from ..gitloop import gitops
 from ..plan.model import Location, Problem, Severity
@@ -22,17 +24,11 @@ from ..plan.model import Location, Problem, Severity
 def ignored_chain_problems(config: RepoConfig, pull_request: bool) -> list[Problem]:
     """One problem for the first rule that catches a chain file, at that rule's line;
     none outside git, or when the chains are outside the checkout."""
-    try:
-        top = gitops.top_of(config.root)
-    except gitops.GitError:
+    checkout = _chain_files(config)
+    ignored = gitops.ignored_paths(*checkout) if checkout else []
+    if not ignored or not checkout:
         return []
-    odf = config.odf_dir.resolve()
-    if not odf.is_relative_to(top):
-        return []
-    paths = gitops.chain_paths(top, odf.relative_to(top).as_posix(), config.data_store == "odf")
-    ignored = gitops.ignored_paths(top, paths)
-    if not ignored:
-        return []
+    top = checkout[0]
     first = ignored[0]
     rules = top / first.source
     shown = shown_path(rules, config.root) if rules.is_file() else first.source
@@ -50,18 +46,12 @@ def ignored_chain_problems(config: RepoConfig, pull_request: bool) -> list[Probl
 def rewritten_chain_problems(config: RepoConfig, pull_request: bool) -> list[Problem]:
     """One problem for the first chain file git's attributes would rewrite; none outside
     git, or when the chains are outside the checkout."""
-    try:
-        top = gitops.top_of(config.root)
-    except gitops.GitError:
+    checkout = _chain_files(config)
+    converted = gitops.converted_paths(*checkout) if checkout else []
+    if not converted or not checkout:
         return []
-    odf = config.odf_dir.resolve()
-    if not odf.is_relative_to(top):
-        return []
+    top = checkout[0]
     shown_odf = shown_path(config.odf_dir, config.root)
-    paths = gitops.chain_paths(top, odf.relative_to(top).as_posix(), config.data_store == "odf")
-    converted = gitops.converted_paths(top, paths)
-    if not converted:
-        return []
     attributes = top / ".gitattributes"
     return [
         Problem(
@@ -73,3 +63,16 @@ def rewritten_chain_problems(config: RepoConfig, pull_request: bool) -> list[Pro
             severity=Severity.ERROR if pull_request else Severity.WARNING,
         )
     ]
+
+
+def _chain_files(config: RepoConfig) -> tuple[Path, list[str]] | None:
+    """The checkout's top folder and a path of each kind of file a run commits, relative
+    to it (``gitops.chain_paths``); None outside git, or with the chains outside."""
+    try:
+        top = gitops.top_of(config.root)
+    except gitops.GitError:
+        return None
+    odf = config.odf_dir.resolve()
+    if not odf.is_relative_to(top):
+        return None
+    return top, gitops.chain_paths(top, odf.relative_to(top).as_posix(), config.data_store == "odf")
