@@ -279,6 +279,32 @@ def test_a_new_derivative_of_a_root_recreated_in_the_same_run_reads_the_new_chai
     assert [r[3] for r in all_rows(repo, new)] == ["1", "2", "3"]
 
 
+def test_a_derivative_repointed_at_a_new_input_says_its_records_are_not_counted(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """The plan said it reprocessed "0 input records" of an input created in the same
+    run, which then read 3."""
+    repo = make_repo(
+        tmp_path,
+        "SELECT event_time, b FROM `org.example.a`",
+        "SELECT event_time, b FROM `org.example.b`",
+    )
+    e = "org.example.e"
+    repo.write(e, manifest(e, "Root", root_events()))
+    query = "SELECT event_time, b FROM `org.example.e`"
+    repo.write(B, OVERRIDE + manifest(B, "Derivative", derivative_events([e], query)))
+    plan = make_plan(repo.config, PlanRequest())
+    assert not plan.has_errors, plan.problems
+    (b,) = [d for d in plan.datasets if d.name == B]
+    assert b.action is Action.RECREATE and b.recreate is not None
+    assert (b.recreate.input_records, b.recreate.uncounted) == (0, (e,))
+    assert (
+        f"    reprocesses: 0 input records (the whole history of {e}); not counted: {e},"
+        " created in the same run, whose records are not read yet"
+    ) in render_text(plan, color=False).splitlines()
+    assert plan_to_dict(plan)["datasets"][2]["recreate"]["uncounted"] == [e]
+
+
 def tree(root: Path) -> dict[str, str]:
     """Every file under ``root`` but git's own, by path, with its bytes' hash."""
     return {

@@ -108,6 +108,7 @@ def _recreate(r: dict[str, Any]) -> Recreate:
         recreated_with=tuple(r["recreatedWith"]),
         input_records=r["inputRecords"],
         estimated=tuple(r["estimated"]),
+        uncounted=tuple(r.get("uncounted", ())),
         files=tuple(r["files"]),
         events=tuple(r["events"]),
     )

@@ -217,6 +217,7 @@ class Recreate:
     recreated_with: tuple[str, ...] = ()  # every downstream dataset recreated in turn
     input_records: int = 0
     estimated: tuple[str, ...] = ()
+    uncounted: tuple[str, ...] = ()  # inputs created in the same run: no count to give
     files: tuple[str, ...] = ()  # a root's files read again, by name
     events: tuple[dict[str, Any], ...] = ()
 

@@ -133,6 +133,7 @@ def _recreate(
     else:
         records = sum(_records(actual.get(i)) for i in ds.inputs)
         estimated = tuple(i for i in ds.inputs if i in causes)
+    uncounted = tuple(i for i in ds.inputs if i not in actual)
     return Recreate(
         reason=cause,
         replaces=str(state.dataset_id),
@@ -140,6 +141,7 @@ def _recreate(
         replaced_blocks=state.sequence_number + 1,
         input_records=records,
         estimated=estimated,
+        uncounted=uncounted if ds.snapshot.kind is not models.DatasetKind.ROOT else (),
     )
 
 

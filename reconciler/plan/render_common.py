@@ -227,6 +227,11 @@ def _reprocessed(dataset: DatasetPlan, recreate: Recreate) -> str:
             f"; the count of {', '.join(recreate.estimated)} is its current one, an estimate,"
             " as it is recreated too"
         )
+    if recreate.uncounted:
+        text += (
+            f"; not counted: {', '.join(recreate.uncounted)}, created in the same run, whose"
+            " records are not read yet"
+        )
     return text
 
 

@@ -123,6 +123,7 @@ def _recreate(recreate: Recreate) -> dict[str, Any]:
         "recreatedWith": list(recreate.recreated_with),
         "inputRecords": recreate.input_records,
         "estimated": list(recreate.estimated),
+        "uncounted": list(recreate.uncounted),
         "files": list(recreate.files),
         "events": list(recreate.events),
     }
