@@ -210,6 +210,46 @@ def readme_pushed_after_first_commit(runner: Path, person: git.Repo) -> None:
     hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
 
 
+def test_a_retry_does_not_extend_a_chain_the_remotes_new_commits_left_invalid(
+    tmp_path: Path,
+) -> None:
+    """The workflow verifies the chains once, before the first attempt: a commit merged
+    during the run that flips a byte of a data file was built on, pushed and exit 0."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    code, out, err = reconcile_and_push(runner)
+    assert code == 0, out + err
+    person = clone(origin, tmp_path / "person")
+    (data,) = (tmp_path / "person" / "odf" / A / "data").iterdir()
+    (runner / "sources" / "s0" / "part-2.csv").write_text("a,b\n4,w\n")
+    git.Repo(runner).git.add(A=True)
+    git.Repo(runner).index.commit("a new file")
+    git.Repo(runner).remote("origin").push("main").raise_if_error()
+    person.remote("origin").pull("main")
+    marker = runner.parent / "tampered"
+    hook = runner / ".git" / "hooks" / "post-commit"
+    relative = data.relative_to(tmp_path / "person").as_posix()
+    hook.write_text(
+        "#!/bin/sh\n"
+        f"[ -e {marker} ] && exit 0\n"
+        f"touch {marker}\n"
+        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
+        f"cd {person.working_tree_dir} && printf X | dd of={relative} bs=1 seek=40"
+        " conv=notrunc 2>/dev/null && git commit -q -am 'a stray edit' && git push -q origin"
+        " main\n"
+    )
+    hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
+    code, out, err = reconcile_and_push(runner)
+    assert code == 1, out + err
+    assert err.startswith(
+        "push rejected: the remote moved; reconciling again from origin/main (attempt 2 of 4)\n"
+    )
+    assert f"the remote's new commits leave the chain of {A} invalid (block #" in out + err
+    assert "nothing more was applied" in out + err
+    assert git.Repo(origin).commit("main").summary == "a stray edit"
+
+
 def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_new_tip(
     tmp_path: Path,
 ) -> None:

@@ -21,6 +21,7 @@ import typer
 
 from ..gitloop import message, push
 from ..gitloop.fingerprints import reconciler_version
+from ..gitloop.gitops import GitError
 from ..gitloop.worktree import CommitError, RefusedError, Worktree
 from ..odf.lock import LockHolder, leave_record
 from ..writer.scratch import remove_stale
@@ -125,6 +126,7 @@ def converge(
             )
             time.sleep(push.backoff(number, rng))
             push.move_to(tree, tip)
+            _verify_moved(session, base)
         except (push.PushError, RefusedError) as e:
             attempt.result.error = str(e)
             attempt.code = EXIT_FAILED
@@ -134,6 +136,29 @@ def converge(
     )
     attempt.code = EXIT_FAILED
     return attempt
+
+
+def _verify_moved(session: Session, since: str) -> None:
+    """Check what the remote's new commits changed in the chains since ``since`` (the
+    commit this run had verified), before a run extends them: the workflow verifies the
+    chains once, before the first attempt, and a retry builds on commits it never saw.
+    ``RefusedError`` for the first chain they leave invalid."""
+    from ..inspection.verify import changes_since, verify_change
+
+    repo = session.odf
+    try:
+        changes = changes_since(repo, session.config.root, since)
+    except GitError as e:
+        raise RefusedError(f"cannot tell what the remote's new commits changed: {e}") from None
+    for name, change in sorted(changes.items()):
+        verdict = verify_change(repo, name, change)
+        fatal = [p for p in verdict.problems if p.fatal]
+        if fatal:
+            raise RefusedError(
+                f"the remote's new commits leave the chain of {name} invalid ({fatal[0]});"
+                " nothing more was applied: only the reconciler writes chains, and this one"
+                " must be repaired before any run extends it"
+            )
 
 
 def _recover(session: Session, tree: Worktree, killed: LockHolder, as_json: bool) -> None:
