@@ -138,6 +138,7 @@ def test_every_run_script_of_the_scaffolds_workflows_passes_shellcheck(tmp_path:
     assert list(scripts) == [
         "plan-comment.yml:comment/Post or update the plan comment and set the reconcile/plan status",
         "plan.yml:plan/Install the reconciler",
+        "plan.yml:plan/Name the pull request in the plan artifact",
         "plan.yml:plan/Verify the changed chains",
         "plan.yml:plan/plan",
         "reconcile.yml:reconcile/Install the reconciler",
@@ -407,6 +408,17 @@ def test_the_scaffolds_plan_step_run_as_github_runs_it_leaves_the_plan_for_the_u
     scripts = dict(run_scripts(team / ".github" / "workflows" / "plan.yml"))
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
     env |= {"BASE_REF": "main", "PR_NUMBER": "7", "GITHUB_WORKSPACE": str(workspace)}
+    named = subprocess.run(
+        ["bash", "-e", "-c", scripts["plan/Name the pull request in the plan artifact"]],
+        cwd=workspace,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert named.returncode == 0
+    # A pull request whose chains do not verify stops before the plan: the upload still
+    # finds the pull request's number, so the comment workflow can fail its status.
+    assert sorted(p.name for p in (workspace / "plan").iterdir()) == ["pr-number"]
     result = subprocess.run(
         ["bash", "-e", "-c", scripts["plan/plan"]],
         cwd=workspace,

@@ -188,8 +188,9 @@ def test_a_pull_request_that_changes_its_workflows_is_flagged_and_fails(
         {"pr-number": "7", "exit-code": "1", "plan.md": PLAN_MD},
         {"pr-number": "7", "exit-code": "0; curl evil", "plan.md": PLAN_MD},
         {"pr-number": "7", "exit-code": "0"},
+        {"pr-number": "7"},  # the chains did not verify: the plan step never ran
     ],
-    ids=["errors", "forged-exit-code", "no-plan"],
+    ids=["errors", "forged-exit-code", "no-plan", "verify-failed"],
 )
 def test_a_failed_or_missing_plan_fails_the_status(
     tmp_path: Path, workflow: Path, artifact: dict[str, str]
@@ -200,6 +201,11 @@ def test_a_failed_or_missing_plan_fails_the_status(
     (comment, state) = writes(calls)
     assert comment[2]["body"].startswith("<!-- reconcile-plan -->\n")
     assert state == status("failure", "the plan found errors or could not be computed")
+    if "plan.md" not in artifact:
+        assert (
+            "The plan could not be computed: a step before it failed (the chains this\n"
+            in (comment[2]["body"])
+        )
 
 
 @WORKFLOWS
