@@ -54,6 +54,7 @@ def test_an_upstream_drop_that_breaks_a_downstream_query_is_one_error_naming_the
 ) -> None:
     # no override: the breaking verdict is the second error, the downstream query the first
     repo.write(ROOT, manifest(ROOT, "Root", root_events(schema="[a BIGINT]")))
+    (repo.root / "sources" / "a.csv").write_text("a\n1\n")  # the file as exported now
     code, document = plan_json(repo)
     assert code == 1
     assert document["problems"] == [

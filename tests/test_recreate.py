@@ -393,16 +393,17 @@ def test_a_crash_between_the_two_renames_of_a_replacement_leaves_the_old_chain(
 def test_a_recreate_that_fails_keeps_the_old_chain_and_reports_no_blocks(
     tmp_path: Path, spark: SparkSession
 ) -> None:
-    """A CSV read schema is matched by position: dropping its second column makes every
-    record of the old files malformed. The new chain is discarded with its staging
-    folder, so its outcome counts no blocks (it said "6 blocks (6 metadata)")."""
+    """Retyping the text column ``b`` as BIGINT makes every record of the old files
+    malformed, which the plan cannot see (it reads no values). The new chain is discarded
+    with its staging folder, so its outcome counts no blocks (it said "6 blocks (6
+    metadata)")."""
     repo = make_repo(
         tmp_path,
         "SELECT event_time, a FROM `org.example.a`",
         "SELECT event_time, a FROM `org.example.b`",
     )
     before = {name: chain_of(repo, name) for name in (A, B, C)}
-    write_root(repo, "[a BIGINT]", override=True)
+    write_root(repo, "[a BIGINT, b BIGINT]", override=True)
     outcomes = reconcile(tmp_path, LATER)
     assert [(o.dataset, o.status, o.metadata_blocks, o.data_blocks) for o in outcomes] == [
         (A, Status.FAILED, 0, 0),

@@ -24,6 +24,7 @@ from ..odf import models
 from ..odf.chain import ChainState
 from .desired import DesiredDataset
 from .model import Pending, Problem, Severity
+from .patterns import regex_problem
 from .policies import field_location
 
 NAMED_FILES = 10  # file names listed before "and N more"
@@ -114,6 +115,8 @@ def event_time_problems(
     event_time = getattr(source.fetch, "event_time", None) if source is not None else None
     if source is None or not isinstance(event_time, models.EventTimeSourceFromPath):
         return []
+    if regex_problem(event_time.pattern) is not None:
+        return []  # the pattern's own error (``source_checks``) says what is wrong
     listed = _listed(source, ds.name, listings) or ()
     for name in files_to_read(listed, state, touched):
         try:

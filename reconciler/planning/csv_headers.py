@@ -71,6 +71,10 @@ def header_problems(ds: DesiredDataset, files: Iterable[Path]) -> list[Problem]:
         return []
     if source.prepare:  # decompressed or piped first: the file is not what is read
         return []
+    if any(v is not None and len(v) != 1 for v in (read.separator, read.escape)) or (
+        read.quote is not None and len(read.quote) > 1
+    ):
+        return []  # options the plan refuses on their own (``source_checks``)
     try:
         names = [c.name for c in parse_columns(read.schema_)]
     except DdlError:
