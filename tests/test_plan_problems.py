@@ -173,6 +173,20 @@ def test_an_unknown_input_is_an_error_counted_once(repo: GitOpsRepo) -> None:
     ]
 
 
+def test_an_input_whose_manifest_does_not_load_is_not_called_unknown(repo: GitOpsRepo) -> None:
+    """A YAML error in the input's manifest made its reader say the input "is not a
+    dataset of this repository", sending the author after the wrong file."""
+    repo.write(ROOT, "kind: DatasetSnapshot\nversion: 1\ncontent: [\n")
+    code, document = plan_json(repo)
+    assert code == 1
+    (broken, follow_on) = document["problems"]
+    assert broken["location"]["file"] == "datasets/org.example.a.yaml"
+    assert follow_on["message"] == (
+        "input 'org.example.a' of 'org.example.b' is not a dataset of this repository;"
+        " 1 manifest could not be read, and may define it"
+    )
+
+
 def test_an_input_spelled_in_other_letter_case_is_an_error_that_says_how_it_is_spelled(
     repo: GitOpsRepo,
 ) -> None:

@@ -15,7 +15,7 @@ from ..odf import models
 from ..odf.gc_pause import paused_gc
 from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
 from ..odf.names import name_key
-from ..wording import close_names
+from ..wording import close_names, count
 from .model import Location, Problem
 from .policies import find_override, find_renamed_from
 
@@ -177,10 +177,14 @@ def _resolve_inputs(
         name = known_ids.get(ref, ref)
         if name not in by_name:
             path = ("content", "metadata", at, "inputs", j, "datasetRef")
+            hint = _spelled_otherwise(name, by_name)
+            if not hint and state.unreadable:  # the input's own manifest may be the broken one
+                unread = count(state.unreadable, "manifest")
+                hint = f"; {unread} could not be read, and may define it"
             state.problems.append(
                 Problem(
                     f"input {ref!r} of {item.snapshot.name!r} is not a dataset of this repository"
-                    + _spelled_otherwise(name, by_name),
+                    + hint,
                     dataset=item.snapshot.name,
                     location=Location(str(item.file), *item.position(*path)),
                     field=f"content.metadata[{at}].inputs[{j}].datasetRef",
