@@ -415,7 +415,8 @@ def test_all_problems_are_reported_at_once(repo: GitOpsRepo) -> None:
     assert messages == [
         f"dataset 'org.example.dup' is defined twice (also in {repo.root / 'datasets' / 'org.example.dup1.yaml'}:4)",
         "dependency cycle: org.example.x -> org.example.y -> org.example.x",
-        "input 'org.example.nowhere' of 'org.example.orphan-input' is not a dataset of this repository",
+        "input 'org.example.nowhere' of 'org.example.orphan-input' is not a dataset of this"
+        " repository; 1 manifest could not be read, and may define it",
         "required field 'shortName' is missing",
         "required field 'websiteUrl' is missing",
         "unknown field 'bogus'; expected one of: description, keywords",

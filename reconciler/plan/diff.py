@@ -18,6 +18,7 @@ from ..odf import models
 from ..odf.chain import ChainState
 from .ddl import DdlError, parse_columns
 from .model import ChangeClass, Column, EventChange, SchemaChange
+from .per_run_clauses import per_run_note
 
 SourceEvent = models.SetPollingSource | models.AddPushSource
 
@@ -176,8 +177,10 @@ def classify(
 def _classify_transform(
     old: models.SetTransform | None, new: models.SetTransform, inputs_resolve: bool
 ) -> tuple[ChangeClass, list[str], SchemaChange | None]:
+    note = per_run_note(_queries(new))
     if old is None:
-        return ChangeClass.NEEDS_VALIDATION, ["a new query: the engine analyses it"], None
+        reasons = ["a new query: the engine analyses it", *([note] if note else [])]
+        return ChangeClass.NEEDS_VALIDATION, reasons, None
     reasons = []
     # An input dropped or replaced (a renamed input is a new dataset): its data is in
     # this dataset's history already, and an input new to the query is read from its
@@ -196,8 +199,15 @@ def _classify_transform(
     ]:
         reasons.append("the inputs changed")
     if old.transform != new.transform:
-        reasons.append("the query changed: the engine analyses it")
+        reasons += ["the query changed: the engine analyses it", *([note] if note else [])]
     return ChangeClass.NEEDS_VALIDATION, reasons, None
+
+
+def _queries(event: models.SetTransform) -> list[str]:
+    """The SQL of each step of the transform (none for another kind of transform)."""
+    if not isinstance(event.transform, models.TransformSql):
+        return []
+    return [step.query for step in event.transform.normalized().queries or []]
 
 
 def _classify_source(
