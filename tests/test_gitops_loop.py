@@ -361,18 +361,23 @@ def test_an_ignore_rule_catching_chain_files_is_refused_before_anything_is_appli
     assert any(f"odf/{A}/data/" in path for path in committed)
 
 
+def applied_branch(tmp_path: Path, branch: str) -> git.Repo:
+    """A runner's clone of a remote whose chains it applied and pushed, on a new branch:
+    where a pull request's change is made."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = clone(origin, tmp_path / "runner")
+    applied = run(tmp_path / "runner", "apply", "--commit", "--push", "--system-time", WHEN)
+    assert applied.returncode == 0, applied.stderr
+    runner.git.switch("-q", "-c", branch)
+    return runner
+
+
 def test_a_pull_request_adding_an_ignore_rule_that_catches_chain_files_fails_its_plan(
     tmp_path: Path,
 ) -> None:
     """Merged, it would stop every scheduled ``apply --commit``; the plan says so first:
     an error with ``--base``, a warning for a local plan (a sandbox never committed)."""
-    origin = remote_with(tmp_path, {A: CSV_A})
-    runner = clone(origin, tmp_path / "runner")
-    assert (
-        run(tmp_path / "runner", "apply", "--commit", "--push", "--system-time", WHEN).returncode
-        == 0
-    )
-    runner.git.switch("-q", "-c", "ignore-data")
+    runner = applied_branch(tmp_path, "ignore-data")
     (tmp_path / "runner" / ".gitignore").write_text("*.log\ndata/\n")
     runner.git.add(".gitignore")
     runner.index.commit("ignore our data folder")
@@ -397,13 +402,7 @@ def test_git_attributes_that_rewrite_chain_files_fail_the_plan_and_are_refused_b
     """``odf/** text eol=crlf`` passed every plan (it was caught only as "changes a block"
     once the damage was done): git would convert the blocks' bytes on commit, and a chain
     file's name is the hash of its bytes. ``text=auto`` and Git LFS are left alone."""
-    origin = remote_with(tmp_path, {A: CSV_A})
-    runner = clone(origin, tmp_path / "runner")
-    assert (
-        run(tmp_path / "runner", "apply", "--commit", "--push", "--system-time", WHEN).returncode
-        == 0
-    )
-    runner.git.switch("-q", "-c", "line-endings")
+    runner = applied_branch(tmp_path, "line-endings")
     attributes = tmp_path / "runner" / ".gitattributes"
     attributes.write_text("* text=auto\nodf/**/data/** filter=lfs -text\n")
     (tmp_path / "runner" / ".gitignore").write_text("odf/.lock\n")  # as init writes it
