@@ -325,6 +325,23 @@ def test_a_missing_store_folder_is_one_error_and_is_not_made(tmp_path: Path) -> 
     assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
 
 
+def test_a_store_folder_this_run_cannot_write_is_one_error_before_any_work(
+    tmp_path: Path,
+) -> None:
+    """A read-only share stopped the run only at its first upload, after the Spark work.
+    ``/sys`` is a folder no one may create a file in, root included (the tests may run as
+    root, for whom permission bits are no bar)."""
+    root = tmp_path / "repo"
+    make_repo(root, "/sys")
+    result = cli(root, "apply", "--yes")
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-2].startswith("error: data store /sys cannot be written (")
+    assert result.output.splitlines()[-2].endswith(
+        "): a run stores its data and checkpoint files there"
+    )
+    assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
+
+
 def test_a_missing_bucket_is_one_error_and_nothing_is_written(
     tmp_path: Path, credentials: S3Server
 ) -> None:

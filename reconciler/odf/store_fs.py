@@ -85,6 +85,24 @@ class FileSystemStore:
             bucket = self.base.split("/", 1)[0]
             if not self.rename and self.filesystem.get_file_info(bucket).type != _FOLDER:
                 raise StoreError(f"data store {self.shown}: bucket {bucket} does not exist")
+        if self.rename:
+            self._probe()
+
+    def _probe(self) -> None:
+        """Write and remove an empty temporary object: a folder on a read-only share (or
+        one this user may not write) stopped the run only at its first upload, after the
+        Spark work. A bucket is not probed: an upload is its own check, and costs."""
+        probe = f"{self.base}/{_PENDING}{secrets.token_hex(8)}"
+        try:
+            with self.filesystem.open_output_stream(probe):
+                pass
+            self.filesystem.delete_file(probe)
+        except OSError as e:
+            reason = e.strerror or _scrubbed(str(e))
+            raise StoreError(
+                f"data store {self.shown} cannot be written ({reason}): a run stores its data"
+                " and checkpoint files there"
+            ) from None
 
     def put(self, source: Path, hash_: str, kind: str) -> bool:
         size = source.stat().st_size
