@@ -130,6 +130,7 @@ def test_a_derivative_whose_query_drops_a_column_is_recreated_with_its_readers(
         "recreatedWith": [C],
         "inputRecords": 3,
         "estimated": [],
+        "uncounted": [],
         "files": [],
     }
     assert b_json["events"][0] == {

@@ -126,7 +126,7 @@ def converge(
             )
             time.sleep(push.backoff(number, rng))
             push.move_to(tree, tip)
-            _verify_moved(session, base)
+            _verify_moved(session, tree, base)
         except (push.PushError, RefusedError) as e:
             attempt.result.error = str(e)
             attempt.code = EXIT_FAILED
@@ -138,16 +138,21 @@ def converge(
     return attempt
 
 
-def _verify_moved(session: Session, since: str) -> None:
-    """Check what the remote's new commits changed in the chains since ``since`` (the
-    commit this run had verified), before a run extends them: the workflow verifies the
-    chains once, before the first attempt, and a retry builds on commits it never saw.
+def _verify_moved(session: Session, tree: Worktree, base: str) -> None:
+    """Check what the remote's new commits changed in the chains, before a run extends
+    them: the workflow verifies the chains once, before the first attempt, and a retry
+    builds on commits it never saw. Compared from where ``base`` (this run's commit
+    before the attempt) and the new tip meet: a commit of this checkout the remote lacks
+    (a run stopped before its push) is let go, not read as the remote's doing.
     ``RefusedError`` for the first chain they leave invalid."""
     from ..inspection.verify import changes_since, verify_change
 
     repo = session.odf
     try:
-        changes = changes_since(repo, session.config.root, since)
+        since = next(iter(tree.repo.merge_base(base, tree.head())), None)
+        if since is None:
+            raise RefusedError(f"the remote's tip shares no history with {base[:12]}")
+        changes = changes_since(repo, session.config.root, str(since))
     except GitError as e:
         raise RefusedError(f"cannot tell what the remote's new commits changed: {e}") from None
     for name, change in sorted(changes.items()):
