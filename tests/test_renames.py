@@ -17,6 +17,7 @@ from reconciler.gitloop.message import DatasetRun, Trailers, commit_message
 from reconciler.odf import models
 from reconciler.plan.model import Action, ChangeClass, Location, Problem
 from reconciler.plan.render_common import summary_sentence
+from reconciler.plan.render_markdown import render_markdown
 from reconciler.plan.render_text import render_text
 from reconciler.planning.compose import PlanRequest, make_plan
 
@@ -99,23 +100,36 @@ def test_a_renamed_dataset_keeps_its_chain_and_its_readers_keep_theirs(repo: Git
 
 
 @pytest.mark.parametrize(
-    ("line", "message"),
+    ("line", "message", "at"),
     [
         (
             "# reconcile: renamed-from: org.example.aa\n",
-            "renamed-from 'org.example.aa': there is no chain 'org.example.aa' to rename; did"
-            " you mean 'org.example.a'?",
+            "cannot rename 'org.example.aa' to 'org.example.orders': there is no chain"
+            " 'org.example.aa'; did you mean 'org.example.a'?",
+            1,
         ),
         (
             f"# reconcile: renamed-from: {READER}\n",
-            f"renamed-from {READER!r}: {READER!r} still has a manifest"
-            f" (datasets/{READER}.yaml): remove it, so its chain can move",
+            f"cannot rename {READER!r} to {NEW!r}: {READER!r} still has a manifest"
+            f" (datasets/{READER}.yaml): remove it",
+            1,
+        ),
+        (
+            f"# reconcile: renamed-from: {OLD}\n# reconcile: renamed-from: {READER}\n",
+            f"cannot rename {READER!r} to {NEW!r}: a manifest has one renamed-from line;"
+            " remove the others",
+            2,
+        ),
+        (
+            "# reconcile: renamed-from: **bold** [link](http://evil)\n",
+            f"cannot rename '**bold** [link](http://evil)' to {NEW!r}: it is not a dataset name",
+            1,
         ),
     ],
-    ids=["no-such-chain", "still-defined"],
+    ids=["no-such-chain", "still-defined", "two-lines", "not-a-name"],
 )
 def test_a_rename_that_cannot_be_carried_out_is_an_error_at_its_line(
-    repo: GitOpsRepo, line: str, message: str
+    repo: GitOpsRepo, line: str, message: str, at: int
 ) -> None:
     rename(repo, line)
     plan = make_plan(repo.config, PlanRequest())
@@ -123,10 +137,35 @@ def test_a_rename_that_cannot_be_carried_out_is_an_error_at_its_line(
     assert problem == Problem(
         message.replace(f"datasets/{READER}.yaml", str(repo.root / "datasets" / f"{READER}.yaml")),
         dataset=NEW,
-        location=Location(str(repo.root / "datasets" / f"{NEW}.yaml"), 1),
+        location=Location(str(repo.root / "datasets" / f"{NEW}.yaml"), at),
         field="renamed-from",
     )
     assert plan.has_errors
+    markdown = render_markdown(plan)
+    assert "[link](" not in markdown and "**bold**" not in markdown
+
+
+def test_a_rename_onto_a_name_that_has_a_chain_of_its_own_is_an_error(
+    repo: GitOpsRepo,
+) -> None:
+    """It was ignored: the new name's chain was updated with the old one's definition,
+    and the old chain deleted."""
+    text = (repo.root / "datasets" / f"{READER}.yaml").read_text()
+    repo.remove(OLD)
+    repo.write(READER, f"# reconcile: renamed-from: {OLD}\n" + text)
+    plan = make_plan(repo.config, PlanRequest(prune=True))
+    (problem,) = [p for p in plan.problems if p.field == "renamed-from"]
+    assert problem.message == (
+        f"cannot rename {OLD!r} to {READER!r}: both have a chain: {READER!r} would be updated"
+        f" and {OLD!r} deleted"
+    )
+
+
+def test_the_pull_request_comment_says_what_is_renamed(repo: GitOpsRepo) -> None:
+    rename(repo)
+    markdown = render_markdown(make_plan(repo.config, PlanRequest(prune=True)))
+    assert "1 renamed" in markdown
+    assert f"<code>{NEW}</code> (Root): unchanged, renamed from {OLD}" in markdown
 
 
 def test_a_rename_is_told_in_the_run_line_and_the_commit_message() -> None:

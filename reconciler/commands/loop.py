@@ -10,6 +10,7 @@ and jitter; each retry is said on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
@@ -78,10 +79,11 @@ def converge(
         tree = Worktree.open(session.config.root, session.config.odf_dir)
         if killed is not None and tree.remove_index_lock(killed.since.timestamp()):
             session.say("removed .git/index.lock, left by the git of the run that did not commit")
-        tree.check(push_too, data_in_odf, odf_changes=killed is not None)
+        names = _manifest_names(session)
+        tree.check(push_too, data_in_odf, odf_changes=killed is not None, names=names)
         if killed is not None:
             _recover(session, tree, killed, as_json)
-            tree.check(push_too, data_in_odf)
+            tree.check(push_too, data_in_odf, names=names)
         upstream = push.upstream_of(tree) if push_too else None
     except (RefusedError, CommitError) as e:
         raise CommitRefusedError(f"--commit refused, nothing was applied: {e}") from None
@@ -138,6 +140,17 @@ def converge(
     return attempt
 
 
+def _manifest_names(session: Session) -> list[str]:
+    """The names the manifests give (those that load): the folders a run may create."""
+    from ..odf.manifest import ManifestError, load_snapshots
+
+    names: list[str] = []
+    for path in session.config.scan_manifests().paths:
+        with contextlib.suppress(ManifestError, OSError):
+            names += [item.snapshot.name for item in load_snapshots(path)]
+    return names
+
+
 def _verify_moved(session: Session, tree: Worktree, base: str) -> None:
     """Check what the remote's new commits changed in the chains, before a run extends
     them: the workflow verifies the chains once, before the first attempt, and a retry
@@ -155,7 +168,10 @@ def _verify_moved(session: Session, tree: Worktree, base: str) -> None:
         changes = changes_since(repo, session.config.root, str(since))
     except GitError as e:
         raise RefusedError(f"cannot tell what the remote's new commits changed: {e}") from None
+    existing = set(repo.names())  # a chain deleted or renamed away is not one to extend
     for name, change in sorted(changes.items()):
+        if name not in existing:
+            continue
         verdict = verify_change(repo, name, change)
         fatal = [p for p in verdict.problems if p.fatal]
         if fatal:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -350,14 +350,18 @@ class Ignored:
         return f"{self.path} ({self.source}:{self.line}: {self.pattern})"
 
 
-def chain_paths(top: Path, odf: str, data_in_odf: bool) -> list[str]:
+def chain_paths(top: Path, odf: str, data_in_odf: bool, names: Iterable[str] = ()) -> list[str]:
     """A path of each kind a run commits (``odf`` relative to the checkout's ``top``), in
-    every dataset folder there is, or in a made-up ``<dataset>``: an ignore rule may
-    catch one kind of file only (``data/``), or the folders of some names."""
+    every dataset folder there is and of every name in ``names`` (the manifests', whose
+    folders a run may create), or in a made-up ``<dataset>``: an ignore rule or an
+    attribute may catch one kind of file only (``data/``), or the folders of some names."""
     folders = sorted(
-        entry.name
-        for entry in (top / odf).glob("*")
-        if entry.is_dir() and not entry.name.startswith(".")
+        {
+            entry.name
+            for entry in (top / odf).glob("*")
+            if entry.is_dir() and not entry.name.startswith(".")
+        }
+        | set(names)
     ) or ["<dataset>"]
     kinds = ["blocks/f1620", "refs/head", "info/alias"]
     kinds += ["data/f1620", "checkpoints/f1620"] if data_in_odf else []

@@ -17,6 +17,7 @@ removed from the index should an older version have committed them.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,11 +84,19 @@ class Worktree:
         """The branch checked out; None on a detached HEAD."""
         return None if self.repo.head.is_detached else self.repo.active_branch.name
 
-    def check(self, push: bool, data_in_odf: bool = True, odf_changes: bool = False) -> None:
+    def check(
+        self,
+        push: bool,
+        data_in_odf: bool = True,
+        odf_changes: bool = False,
+        names: Iterable[str] = (),
+    ) -> None:
         """Refuse (``RefusedError``) a checkout the run's commit or push would harm;
         ``data_in_odf``: the data and checkpoint files are committed with the chains;
         ``odf_changes``: changes under the ODF folder are let through (a killed run's
-        work, which the loop verifies and commits first)."""
+        work, which the loop verifies and commits first); ``names``: the datasets the
+        manifests define, whose folders the run may create (an ignore rule or attribute
+        may name one)."""
         git_dir = Path(self.repo.git_dir)
         for marker, what in _IN_PROGRESS.items():
             if (git_dir / marker).exists():
@@ -105,7 +114,7 @@ class Worktree:
             identity = "git has no committer identity: set user.name and user.email"
             raise RefusedError(identity) from None
         top = Path(self.repo.working_tree_dir or ".")
-        chain_files = chain_paths(top, self.odf, data_in_odf)
+        chain_files = chain_paths(top, self.odf, data_in_odf, names)
         ignored = ignored_paths(top, chain_files)
         if ignored:
             raise RefusedError(

@@ -276,11 +276,12 @@ def _orphan(name: str, state: ChainState, prune: bool) -> DatasetPlan:
 def _renamed_and_recreated(ds: DesiredDataset, old: str) -> Problem:
     """A rename and a recreate in one run: the recreate reads the history of the chain
     under its new name, which only the rename gives it. One pull request each."""
+    line = ds.renamed_from[0][1] if ds.renamed_from else ds.loaded.line
     return Problem(
         f"{ds.name} is renamed from {old!r} and recreated in the same run: rename it first"
         " (a pull request with the renamed-from line alone), then make the breaking change",
         dataset=ds.name,
-        location=ds.location,
+        location=Location(str(ds.loaded.file), line),
         field="renamed-from",
     )
 

@@ -28,7 +28,7 @@ class DesiredDataset:
     inputs: tuple[str, ...]  # resolved to dataset names where possible, else the raw ref
     override: str | None = None  # reason given for an approved breaking change
     override_line: int | None = None  # where the override comment is (1-based)
-    renamed_from: tuple[str, int] | None = None  # a renamed-from line: old name, line
+    renamed_from: tuple[tuple[str, int], ...] = ()  # each renamed-from line: old name, line
 
     @property
     def name(self) -> str:

@@ -324,25 +324,31 @@ def find_override(text: str) -> tuple[str, int] | None:
     return _find_directive(text, "allow-breaking-change", _OVERRIDE)
 
 
-def find_renamed_from(text: str) -> tuple[str, int] | None:
-    """The name in the manifest's ``# reconcile: renamed-from: <old name>`` line, with
-    its 1-based line: the chain of that name is this dataset's, moved to the new name
-    (``plan/renames.py``). A comment, as the override is, so ODF tools read the manifest
-    unchanged and the rename shows up in the pull request's diff."""
-    return _find_directive(text, "renamed-from", _RENAMED_FROM)
+def find_renamed_from(text: str) -> tuple[tuple[str, int], ...]:
+    """The name in each of the manifest's ``# reconcile: renamed-from: <old name>``
+    lines, with its 1-based line: the chain of that name is this dataset's, moved to the
+    new name (``plan/renames.py``; more than one line is an error there). A comment, as
+    the override is, so ODF tools read the manifest unchanged and the rename shows up in
+    the pull request's diff."""
+    return tuple(_directives(text, "renamed-from", _RENAMED_FROM))
 
 
 def _find_directive(text: str, word: str, pattern: re.Pattern[str]) -> tuple[str, int] | None:
     """The value and 1-based line of the first ``# reconcile: <word>: <value>`` comment
     with a value, outside multi-line scalars."""
+    return next(_directives(text, word, pattern), None)
+
+
+def _directives(text: str, word: str, pattern: re.Pattern[str]) -> Iterator[tuple[str, int]]:
+    """Each ``# reconcile: <word>: <value>`` comment with a value, outside multi-line
+    scalars, as (value, 1-based line)."""
     if word not in text:  # the common case: skip tokenising the file
-        return None
+        return
     inside = _lines_inside_scalars(text)
     for match in pattern.finditer(text):
         value, line = match.group(1).strip(), text.count("\n", 0, match.start())
         if value and line not in inside:
-            return value, line + 1
-    return None
+            yield value, line + 1
 
 
 def _lines_inside_scalars(text: str) -> set[int]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..odf.chain import ChainState
+from ..odf.names import name_problem, shown
 from ..wording import close_names
 from .desired import DesiredState
 from .model import Location, Problem
@@ -26,30 +27,26 @@ def find_renames(
     desired: DesiredState, actual: Mapping[str, ChainState]
 ) -> tuple[dict[str, str], list[Problem]]:
     """The renames to carry out, new name to old, and an error for each ``renamed-from``
-    line that cannot be: the old name still has a manifest, has no chain, or is claimed
-    by two manifests."""
+    line that cannot be: more than one in a manifest, an old name that is no dataset
+    name, still has a manifest, has no chain, or is claimed twice, or a new name that
+    has a chain of its own while the old one still has one too."""
     renames: dict[str, str] = {}
     problems: list[Problem] = []
     claimed: dict[str, str] = {}
     for ds in desired.datasets.values():
-        if ds.renamed_from is None or ds.name in actual:
-            continue  # no line, or the rename is done
-        old, line = ds.renamed_from
-        why = None
-        if old in desired.datasets:
-            why = f"{old!r} still has a manifest ({desired.datasets[old].location.file}):"
-            why += " remove it, so its chain can move"
-        elif old not in actual:
-            close = close_names(old, actual)
-            why = f"there is no chain {old!r} to rename" + (
-                f"; did you mean {close[0]!r}?" if close else ""
-            )
-        elif old in claimed:
-            why = f"{claimed[old]!r} is renamed from {old!r} too"
+        if not ds.renamed_from:
+            continue
+        old, line = ds.renamed_from[0]
+        why = _conflict(ds.name, old, desired, actual, claimed)
+        if len(ds.renamed_from) > 1:
+            old, line = ds.renamed_from[1]
+            why = "a manifest has one renamed-from line; remove the others"
+        if why is None and ds.name in actual:
+            continue  # the rename is done: the line says nothing
         if why is not None:
             problems.append(
                 Problem(
-                    f"renamed-from {old!r}: {why}",
+                    f"cannot rename {shown(old)} to {ds.name!r}: {why}",
                     dataset=ds.name,
                     location=Location(str(ds.loaded.file), line),
                     field="renamed-from",
@@ -59,6 +56,31 @@ def find_renames(
         claimed[old] = ds.name
         renames[ds.name] = old
     return renames, problems
+
+
+def _conflict(
+    new: str,
+    old: str,
+    desired: DesiredState,
+    actual: Mapping[str, ChainState],
+    claimed: Mapping[str, str],
+) -> str | None:
+    """Why ``old``'s chain cannot move to ``new``; None when it can (or already has)."""
+    if name_problem(old) is not None:
+        return "it is not a dataset name"
+    if old in desired.datasets:
+        return f"{old!r} still has a manifest ({desired.datasets[old].location.file}): remove it"
+    if new in actual:
+        if old in actual:
+            return f"both have a chain: {new!r} would be updated and {old!r} deleted"
+        return None
+    if old not in actual:
+        close = close_names(old, actual)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"there is no chain {old!r}{hint}"
+    if old in claimed:
+        return f"{claimed[old]!r} is renamed from it too"
+    return None
 
 
 def renamed(actual: Mapping[str, ChainState], renames: Mapping[str, str]) -> dict[str, ChainState]:

@@ -105,6 +105,7 @@ def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
         for d in plan.datasets
         if d.events
         or d.recreate
+        or d.renamed_from
         or d.action is Action.DELETE
         or d.data_waiting
         or d.name in mentioned
@@ -122,7 +123,8 @@ def _inline(text: str) -> str:
     GitHub splits table rows on ``|`` before parsing code spans, so ``\\|`` is needed
     even inside a span there (and shows as ``|``). Outside code spans, ``<`` and ``&``
     are escaped: a file name or a server's message is the pull request's text, and raw
-    HTML in it (``<!--`` hides the rest of the comment) would be rendered.
+    HTML in it (``<!--`` hides the rest of the comment) would be rendered; so are ``*``,
+    ``[`` and ``]``, which would make it bold or a link.
     """
     text = text.replace("\r\n", "\n")
     parts, last = [], 0
@@ -140,6 +142,9 @@ _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
 def _plain(text: str) -> str:
     escaped = text.replace("&", "&amp;").replace("<", "&lt;")  # ``->`` stays as it is
+    # Emphasis and links: a pull request's text (a manifest value in a message) must not
+    # render as bold or as a link to anywhere in the comment.
+    escaped = escaped.replace("*", "\\*").replace("[", "\\[").replace("]", "\\]")
     return escaped.replace("|", "\\|").replace("\n", "<br>")
 
 
@@ -216,6 +221,8 @@ def _summary(plan: Plan) -> str:
         parts.append(counted(warnings, "warning"))
     counts = plan.counts()
     parts += [action_phrase(a, counts[a.value]) for a in _SUMMARY_ORDER if counts[a.value]]
+    if renamed := sum(1 for d in plan.datasets if d.renamed_from is not None):
+        parts.append(f"{renamed} renamed")
     if not plan.datasets:
         parts.append("no datasets")
     if pending := pending_count(plan):
@@ -291,6 +298,7 @@ def _notes(dataset: DatasetPlan, plan: Plan, errors: int) -> list[str]:
     """Errors, warnings, reach and provenance of a listed dataset, each a few words."""
     warnings = dataset_warnings(plan)[dataset.name]
     notes = [f"**{counted(errors, 'error')}**"] if errors else []
+    notes += [f"renamed from {dataset.renamed_from}"] if dataset.renamed_from else []
     notes += [counted(warnings, "warning")] if warnings else []
     if dataset.downstream:
         affected = len(dataset.affected_downstream)

@@ -217,8 +217,9 @@ def make_plan(
     allowed = config.source_roots if base is None else base.source_roots
     problems += manifest_problems(scan.refused)
     problems += source_problems(config.root, allowed, desired.datasets.values())
-    problems += ignored_chain_problems(config, pull_request=request.base_ref is not None)
-    problems += rewritten_chain_problems(config, pull_request=request.base_ref is not None)
+    pull_request = request.base_ref is not None
+    problems += ignored_chain_problems(config, pull_request, desired.datasets)
+    problems += rewritten_chain_problems(config, pull_request, desired.datasets)
     if base is not None:
         problems += settings_problems(config, base)
         problems += engine_setting_problems(config, str(request.base_ref))

@@ -14,6 +14,7 @@ them too.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..config import RepoConfig, shown_path
@@ -21,10 +22,13 @@ from ..gitloop import gitops
 from ..plan.model import Location, Problem, Severity
 
 
-def ignored_chain_problems(config: RepoConfig, pull_request: bool) -> list[Problem]:
-    """One problem for the first rule that catches a chain file, at that rule's line;
-    none outside git, or when the chains are outside the checkout."""
-    checkout = _chain_files(config)
+def ignored_chain_problems(
+    config: RepoConfig, pull_request: bool, names: Iterable[str] = ()
+) -> list[Problem]:
+    """One problem for the first rule that catches a chain file (of the folders there
+    are and of ``names``, the manifests' datasets), at that rule's line; none outside
+    git, or when the chains are outside the checkout."""
+    checkout = _chain_files(config, names)
     ignored = gitops.ignored_paths(*checkout) if checkout else []
     if not ignored or not checkout:
         return []
@@ -43,10 +47,12 @@ def ignored_chain_problems(config: RepoConfig, pull_request: bool) -> list[Probl
     ]
 
 
-def rewritten_chain_problems(config: RepoConfig, pull_request: bool) -> list[Problem]:
+def rewritten_chain_problems(
+    config: RepoConfig, pull_request: bool, names: Iterable[str] = ()
+) -> list[Problem]:
     """One problem for the first chain file git's attributes would rewrite; none outside
     git, or when the chains are outside the checkout."""
-    checkout = _chain_files(config)
+    checkout = _chain_files(config, names)
     converted = gitops.converted_paths(*checkout) if checkout else []
     if not converted or not checkout:
         return []
@@ -65,7 +71,7 @@ def rewritten_chain_problems(config: RepoConfig, pull_request: bool) -> list[Pro
     ]
 
 
-def _chain_files(config: RepoConfig) -> tuple[Path, list[str]] | None:
+def _chain_files(config: RepoConfig, names: Iterable[str]) -> tuple[Path, list[str]] | None:
     """The checkout's top folder and a path of each kind of file a run commits, relative
     to it (``gitops.chain_paths``); None outside git, or with the chains outside."""
     try:
@@ -75,4 +81,5 @@ def _chain_files(config: RepoConfig) -> tuple[Path, list[str]] | None:
     odf = config.odf_dir.resolve()
     if not odf.is_relative_to(top):
         return None
-    return top, gitops.chain_paths(top, odf.relative_to(top).as_posix(), config.data_store == "odf")
+    relative = odf.relative_to(top).as_posix()
+    return top, gitops.chain_paths(top, relative, config.data_store == "odf", names)
