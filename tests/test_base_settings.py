@@ -125,6 +125,8 @@ def test_tuning_is_named_in_full_and_its_values_are_checked(tmp_path: Path) -> N
         '"spark.sql.adaptive.customCostEvaluatorClass" = "org.example.Cost"\n'
         '"spark.memory.fraction" = "0.6"\n'
         '"spark.network.timeout" = "120s"\n'
+        '"spark.default.parallelism" = "2147483648"\n'
+        '"spark.driver.memory" = "512k"\n'
     )
     plan = make_plan(RepoConfig.load(tmp_path / "repo"), PlanRequest(base_ref="main"))
     stop = ": every scheduled run would stop when it starts Spark"
@@ -133,8 +135,8 @@ def test_tuning_is_named_in_full_and_its_values_are_checked(tmp_path: Path) -> N
         (
             Location(str(pr), 7),
             conf + "spark.executor.memory",
-            "Spark setting spark.executor.memory = '4 gigs' is not a size (bytes, or with a"
-            " unit: 64m, 4g)" + stop,
+            "Spark setting spark.executor.memory = '4 gigs' is not a memory size of at least"
+            " 450m (a unit: 512m, 4g)" + stop,
         ),
         (
             Location(str(pr), 9),
@@ -147,13 +149,26 @@ def test_tuning_is_named_in_full_and_its_values_are_checked(tmp_path: Path) -> N
             f"Spark setting spark.sql.adaptive.customCostEvaluatorClass {CODE_CHANGE}",
         ),
         (
+            Location(str(pr), 13),
+            conf + "spark.default.parallelism",
+            "Spark setting spark.default.parallelism = '2147483648' is not a whole number from"
+            " 1 to 2147483647" + stop,
+        ),
+        (
+            Location(str(pr), 14),
+            conf + "spark.driver.memory",
+            "Spark setting spark.driver.memory = '512k' is not a memory size of at least 450m"
+            " (a unit: 512m, 4g)" + stop,
+        ),
+        (
             Location(str(pr), 8),
             conf + "spark.task.cpus",
             "Spark setting spark.task.cpus = '64' asks more cores for each task than the"
             " master 'local[2]' has (2): no task could run",
         ),
     ]
-    pr.write_text(pr.read_text().replace('"64"', '"2"').replace("4 gigs", "4g"))
+    fixed = pr.read_text().replace('"64"', '"2"').replace("4 gigs", "4g")
+    pr.write_text(fixed.replace("2147483648", "8").replace("512k", "1g"))
     fitting = make_plan(RepoConfig.load(tmp_path / "repo"), PlanRequest(base_ref="main"))
     assert [p.field for p in fitting.problems] == [
         conf + "spark.sql.adaptive.enabled",

@@ -438,6 +438,21 @@ def test_git_attributes_that_rewrite_chain_files_fail_the_plan_and_are_refused_b
     assert run(tmp_path / "runner", "plan").stdout.splitlines()[-1] == (
         "Plan: 1 unchanged. 0 errors, 0 warnings."
     )
+    # A rule for the folder of a dataset the same pull request creates: no such folder
+    # was looked at, and the new chain was committed converted.
+    (tmp_path / "runner" / "sources" / "s1").mkdir()
+    (tmp_path / "runner" / "sources" / "s1" / "part-1.csv").write_text(CSV_B)
+    (tmp_path / "runner" / "datasets" / f"{B}.yaml").write_text(root(B, "s1"))
+    attributes.write_text(f"odf/{B}/** text eol=crlf\n")
+    runner.git.add(A=True)
+    runner.index.commit("a new dataset, and line endings for it")
+    new = run(tmp_path / "runner", "plan", "--base", "origin/main", "--format", "json")
+    assert new.returncode == 1
+    (problem,) = json.loads(new.stdout)["problems"]
+    assert problem["message"].startswith(f"git attribute text=set on odf/{B}/blocks/f1620")
+    refused = run(tmp_path / "runner", "apply", "--commit", "--system-time", WHEN)
+    assert refused.returncode == 1
+    assert f"text=set on odf/{B}/blocks/f1620" in refused.stderr
 
 
 TRAILER_LINES = "Reconcile-Run-Id: run-1\nReconcile-Plan-Hash: ab12\nReconcile-Version: 0.1.0\n"

@@ -37,6 +37,27 @@ def _fraction(value: str) -> bool:
         return False
 
 
+def _count(least: int) -> Callable[[str], bool]:
+    """A whole number Spark reads as an ``int``: from ``least`` to 2,147,483,647."""
+
+    def accepts(value: str) -> bool:
+        text = value.strip()
+        return text.isdigit() and least <= int(text) <= _INT_MAX
+
+    return accepts
+
+
+def _memory(value: str) -> bool:
+    """A JVM memory size of at least the 450 MiB Spark asks of a driver or executor."""
+    found = re.fullmatch(_SIZE_PATTERN, value.strip(), re.IGNORECASE)
+    if found is None:
+        return False
+    digits = re.match(r"[0-9]+", value.strip())
+    assert digits is not None
+    unit = value.strip()[digits.end() :].strip().lower()[:1] or "m"  # JVM default: MiB
+    return int(digits.group()) * _UNIT_BYTES.get(unit, 1) >= _MIN_MEMORY
+
+
 def _positive_number(value: str) -> bool:
     try:
         return float(value) > 0
@@ -44,9 +65,14 @@ def _positive_number(value: str) -> bool:
         return False
 
 
-_SIZE_PATTERN = r"[0-9]+\s*(?:[kmgtp]i?b?|b)?"
-COUNT = ValueForm("a whole number of at least 1", _matches(r"0*[1-9][0-9]*"))
-COUNT_OR_ZERO = ValueForm("a whole number", _matches(r"[0-9]+"))
+# Spark's byte strings: a number, or one with k, m, g, t or p and an optional b.
+_SIZE_PATTERN = r"[0-9]+\s*(?:[kmgtp]b?|b)?"
+_INT_MAX = 2**31 - 1
+_UNIT_BYTES = {"b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+_MIN_MEMORY = 471_859_200  # Spark refuses less: "must be at least 471859200"
+COUNT = ValueForm("a whole number from 1 to 2147483647", _count(1))
+COUNT_OR_ZERO = ValueForm("a whole number from 0 to 2147483647", _count(0))
+MEMORY = ValueForm("a memory size of at least 450m (a unit: 512m, 4g)", _memory)
 SIZE = ValueForm("a size (bytes, or with a unit: 64m, 4g)", _matches(_SIZE_PATTERN))
 SIZE_OR_OFF = ValueForm(
     "a size (bytes, or with a unit: 10m), or -1 for none", _matches(rf"-1|{_SIZE_PATTERN}")
@@ -77,10 +103,10 @@ TUNING: Mapping[str, ValueForm] = {
     "spark.sql.adaptive.skewJoin.enabled": BOOLEAN,
     "spark.sql.adaptive.skewJoin.skewedPartitionFactor": FACTOR,
     "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": SIZE,
-    "spark.driver.memory": SIZE,
+    "spark.driver.memory": MEMORY,
     "spark.driver.cores": COUNT,
     "spark.driver.maxResultSize": SIZE,
-    "spark.executor.memory": SIZE,
+    "spark.executor.memory": MEMORY,
     "spark.executor.memoryOverhead": SIZE,
     "spark.executor.cores": COUNT,
     "spark.executor.instances": COUNT,
