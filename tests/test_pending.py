@@ -17,7 +17,7 @@ from reconciler.odf.chain import ChainState
 from reconciler.plan.builder import build_plan
 from reconciler.plan.desired import load_desired
 from reconciler.plan.model import Location, Pending, Problem, Severity
-from reconciler.plan.pending import _where_rows_go, pending_data
+from reconciler.plan.pending import _where_rows_go, at_most, pending_data
 from reconciler.plan.render_common import summary_sentence
 from reconciler.planning.compose import PlanRequest, list_globs, make_plan
 
@@ -321,13 +321,16 @@ def test_a_file_whose_name_gives_no_event_time_is_an_error_of_the_plan(
     assert make_plan(repo.config, PlanRequest()).problems == ()
     reconcile(repo.root, T0)
     files(repo, "2020-01-02.csv", "2020-1-3.csv", "latest.csv")
-    (problem,) = make_plan(repo.config, PlanRequest()).problems
-    assert problem == Problem(
-        "fromPath pattern '(\\\\d{4}-\\\\d{2}-\\\\d{2})' does not match file name '2020-1-3.csv':"
-        " apply would stop at this file, and read no file after it",
-        dataset=NAME,
-        location=Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 92),
-        field="content.metadata[0].fetch.eventTime.pattern",
+    problems = make_plan(repo.config, PlanRequest()).problems
+    assert problems == tuple(  # every such file at once, not only the first
+        Problem(
+            f"fromPath pattern '(\\\\d{{4}}-\\\\d{{2}}-\\\\d{{2}})' does not match file name"
+            f" {name!r}: apply would stop at this file, and read no file after it",
+            dataset=NAME,
+            location=Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 92),
+            field="content.metadata[0].fetch.eventTime.pattern",
+        )
+        for name in ("2020-1-3.csv", "latest.csv")
     )
 
 
@@ -373,3 +376,12 @@ def test_a_csv_file_with_another_number_of_fields_than_the_schema_is_an_error(
         " would refuse its rows, since a CSV row needs one field for each column"
     )
     assert problem.field == "content.metadata[0].read.schema"
+
+
+def test_past_ten_files_of_one_kind_the_rest_are_counted_in_one_problem() -> None:
+    found = [Problem(f"file {i}", dataset=NAME) for i in range(12)]
+    assert [p.message for p in at_most(found, 10)] == [
+        *(f"file {i}" for i in range(10)),
+        "and 2 more files like these",
+    ]
+    assert at_most(found[:10], 10) == found[:10]

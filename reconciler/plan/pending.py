@@ -16,6 +16,7 @@ listing it is handed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Literal, NamedTuple
 
@@ -107,9 +108,9 @@ def event_time_problems(
     listings: GlobListings | None,
     touched: TouchedSources | None,
 ) -> list[Problem]:
-    """An error for the first file apply would read whose name the source's ``fromPath``
-    pattern cannot give an event time: fetch stops at that file, and every file after it
-    waits, run after run, until it is renamed. ``state`` is None for a chain read again
+    """An error for each file apply would read whose name the source's ``fromPath``
+    pattern cannot give an event time (``NAMED_FILES`` of them, then a count): fetch
+    stops at the first, and every file after it waits, run after run, until renamed. ``state`` is None for a chain read again
     from every file (created or recreated)."""
     index, source = _polling_source(ds.snapshot)
     event_time = getattr(source.fetch, "event_time", None) if source is not None else None
@@ -118,20 +119,32 @@ def event_time_problems(
     if regex_problem(event_time.pattern) is not None:
         return []  # the pattern's own error (``source_checks``) says what is wrong
     listed = _listed(source, ds.name, listings) or ()
+    path = ("content", "metadata", index, "fetch", "eventTime", "pattern")
+    problems = []
     for name in files_to_read(listed, state, touched):
         try:
             event_time_from_name(name, event_time)
         except EventTimeError as e:
-            path = ("content", "metadata", index, "fetch", "eventTime", "pattern")
-            return [
+            problems.append(
                 Problem(
                     f"{e}: apply would stop at this file, and read no file after it",
                     dataset=ds.name,
                     location=field_location(ds.loaded, path),
                     field=f"content.metadata[{index}].fetch.eventTime.pattern",
                 )
-            ]
-    return []
+            )
+    return at_most(problems, NAMED_FILES)
+
+
+def at_most(problems: list[Problem], limit: int) -> list[Problem]:
+    """``problems`` as they are up to ``limit``; past it, the first ``limit`` and one more
+    that counts the rest (a folder of misnamed exports need not flood the plan)."""
+    if len(problems) <= limit:
+        return problems
+    rest = len(problems) - limit
+    last = problems[limit]
+    more = f"and {rest} more file{'s' if rest > 1 else ''} like these"
+    return [*problems[:limit], replace(last, message=more)]
 
 
 def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[Problem]:

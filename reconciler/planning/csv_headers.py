@@ -8,7 +8,7 @@ an export whose columns moved, and ingesting it would put each value under the w
 name, with nothing to say so. A first line with another number of fields than the schema
 has columns (a column added to the schema, old files left as they were) makes apply
 refuse the rows. The plan reads the first line of each file apply would read next (at
-most ``HEADER_BYTES``) and reports the first such file as an error, saying which.
+most ``HEADER_BYTES``) and reports each such file as an error, saying which.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..odf.chain import ChainState
 from ..plan.ddl import DdlError, parse_columns
 from ..plan.desired import DesiredDataset, DesiredState
 from ..plan.model import Action, Plan, Problem
-from ..plan.pending import TouchedSources, files_to_read
+from ..plan.pending import NAMED_FILES, TouchedSources, at_most, files_to_read
 from ..plan.policies import field_location
 
 HEADER_BYTES = 64 * 1024
@@ -58,9 +58,9 @@ def _name(path: Path) -> str:
 
 
 def header_problems(ds: DesiredDataset, files: Iterable[Path]) -> list[Problem]:
-    """An error for the first of ``files`` (in the order apply reads them) whose header
-    names a column of the read schema at another position; none when the source is not
-    a plain CSV with a header and a schema."""
+    """An error for each of ``files`` whose first line does not fit the read schema
+    (``NAMED_FILES`` of them, then a count); none when the source is not a plain CSV
+    with a schema."""
     found = [(i, e) for i, e in enumerate(ds.snapshot.metadata) if _is_polling(e)]
     if not found:
         return []
@@ -79,19 +79,20 @@ def header_problems(ds: DesiredDataset, files: Iterable[Path]) -> list[Problem]:
         names = [c.name for c in parse_columns(read.schema_)]
     except DdlError:
         return []  # the schema's own problem is reported where it is checked
+    problems = []
     for path in files:
         first = _first_record(path, read)
         message = _mismatch(path.name, first, names, bool(read.header)) if first else None
         if message is not None:
-            return [
+            problems.append(
                 Problem(
                     message,
                     dataset=ds.name,
                     location=field_location(ds.loaded, ("content", "metadata", index, "read")),
                     field=f"content.metadata[{index}].read.schema",
                 )
-            ]
-    return []
+            )
+    return at_most(problems, NAMED_FILES)
 
 
 def _mismatch(file: str, first: Sequence[str], names: Sequence[str], header: bool) -> str | None:
