@@ -110,8 +110,8 @@ def event_time_problems(
 ) -> list[Problem]:
     """An error for each file apply would read whose name the source's ``fromPath``
     pattern cannot give an event time (``NAMED_FILES`` of them, then a count): fetch
-    stops at the first, and every file after it waits, run after run, until renamed. ``state`` is None for a chain read again
-    from every file (created or recreated)."""
+    stops at the first, and every file after it waits, run after run, until renamed.
+    ``state`` is None for a chain read again from every file (created or recreated)."""
     index, source = _polling_source(ds.snapshot)
     event_time = getattr(source.fetch, "event_time", None) if source is not None else None
     if source is None or not isinstance(event_time, models.EventTimeSourceFromPath):
