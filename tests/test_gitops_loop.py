@@ -250,6 +250,40 @@ def test_a_retry_does_not_extend_a_chain_the_remotes_new_commits_left_invalid(
     assert git.Repo(origin).commit("main").summary == "a stray edit"
 
 
+def test_two_runs_racing_a_rename_converge_without_a_false_alarm(tmp_path: Path) -> None:
+    """The run that lost the push checked the winner's commits and called the renamed-away
+    chain invalid ("block … is missing"), exit 1, though the remote was fine."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    first = tmp_path / "first"
+    clone(origin, first)
+    code, out, err = reconcile_and_push(first)
+    assert code == 0, out + err
+    person = clone(origin, tmp_path / "person")
+    renamed = "org.example.renamed"
+    manifests = tmp_path / "person" / "datasets"
+    (manifests / f"{A}.yaml").unlink()
+    (manifests / f"{renamed}.yaml").write_text(
+        f"# reconcile: renamed-from: {A}\n" + root(renamed, "s0")
+    )
+    person.git.add(A=True)
+    person.index.commit("rename a")
+    person.remote("origin").push("main").raise_if_error()
+    winner, loser = tmp_path / "winner", tmp_path / "loser"
+    clone(origin, winner)
+    clone(origin, loser)  # both start from the merged rename
+    code, out, err = reconcile_and_push(winner)
+    assert code == 0, out + err
+    code, out, err = reconcile_and_push(loser)
+    assert code == 0, out + err
+    assert err == (
+        "push rejected: the remote moved; reconciling again from origin/main (attempt 2 of 4)\n"
+    )
+    assert out.splitlines()[-2] == "nothing to commit"
+    fresh = clone(origin, tmp_path / "fresh")
+    assert sorted(p.name for p in (tmp_path / "fresh" / "odf").iterdir() if p.is_dir()) == [renamed]
+    assert fresh.commit("main").summary == "reconcile: 1 renamed"
+
+
 def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_new_tip(
     tmp_path: Path,
 ) -> None:
