@@ -380,7 +380,7 @@ def test_an_ignore_rule_catching_chain_files_is_refused_before_anything_is_appli
     assert re.fullmatch(r"nothing applied in [\d.]+ s\n", result.stdout)
     assert result.stderr == (
         "error: --commit refused, nothing was applied: git ignores files a run must commit:"
-        " odf/<dataset>/data/f1620 (.gitignore:2: data/); add the rule `!odf/**` below it,"
+        f" odf/{A}/data/f1620 (.gitignore:2: data/); add the rule `!odf/**` below it,"
         " or the commit would leave them out\n"
     )
     assert odf_files(tmp_path / "runner") == []
