@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -43,6 +43,21 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def _unraisable(hook: Callable[[sys.UnraisableHookArgs], object]) -> Callable[..., None]:
+    """``sys.unraisablehook`` for a second Ctrl-C that landed in code Python cannot raise
+    from (a weak reference's callback during an import): Python printed "Exception
+    ignored in" with a traceback, and dropped the stop. It is delivered again instead,
+    to land in the next ordinary line; anything else goes to ``hook``."""
+
+    def handle(unraisable: sys.UnraisableHookArgs) -> None:
+        if unraisable.exc_type is KeyboardInterrupt and _stop.active:
+            signal.raise_signal(signal.SIGINT)
+            return
+        hook(unraisable)
+
+    return handle
+
+
 @contextmanager
 def at_boundaries() -> Iterator[None]:
     """While inside, Ctrl-C asks ``requested()`` to become true instead of raising."""
@@ -50,11 +65,14 @@ def at_boundaries() -> Iterator[None]:
         yield  # signals reach only the main thread; there is nothing to catch here
         return
     previous = [signal.signal(number, _handle) for number in _SIGNALS]
+    hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(hook)
     _stop.requested, _stop.active = False, True
     try:
         yield
     finally:
         _stop.active = False
+        sys.unraisablehook = hook
         for number, handler in zip(_SIGNALS, previous, strict=True):
             signal.signal(number, handler)
 
