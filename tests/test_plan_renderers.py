@@ -1126,3 +1126,15 @@ def test_a_problem_of_a_whole_file_has_no_empty_field_in_text() -> None:
     assert (
         "  d/e.yaml:1:1: file holds no YAML document" in render_text(plan, color=False).splitlines()
     )
+
+
+def test_a_pull_requests_text_cannot_format_link_or_mention_in_the_comment() -> None:
+    """A manifest value in a message made bold text, a link to anywhere, or a mention
+    that notified a user or team; in a code span it stays as written."""
+    files = Pending("new-files", "1 new file: **x** [y](https://e.example) @org/team a@b.c `@z *`")
+    weekly = dataclasses.replace(WEEKLY, pending=(files,))
+    markdown = render_markdown(Plan(datasets=(TICKS, weekly), problems=(), root=ROOT))
+    assert (
+        "- new-files: 1 new file: \\*\\*x\\*\\* \\[y\\](https://e.example)"
+        " @&#8203;org/team a@b.c `@z *`"
+    ) in markdown

@@ -124,7 +124,8 @@ def _inline(text: str) -> str:
     even inside a span there (and shows as ``|``). Outside code spans, ``<`` and ``&``
     are escaped: a file name or a server's message is the pull request's text, and raw
     HTML in it (``<!--`` hides the rest of the comment) would be rendered; so are ``*``,
-    ``[`` and ``]``, which would make it bold or a link.
+    ``[`` and ``]``, which would make it bold or a link, and an ``@`` that would mention
+    (notify) a user or team.
     """
     text = text.replace("\r\n", "\n")
     parts, last = [], 0
@@ -140,11 +141,17 @@ def _inline(text: str) -> str:
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
 
+_MENTION = re.compile(r"(?<!\w)@(?=[\w-])")
+
+
 def _plain(text: str) -> str:
     escaped = text.replace("&", "&amp;").replace("<", "&lt;")  # ``->`` stays as it is
     # Emphasis and links: a pull request's text (a manifest value in a message) must not
     # render as bold or as a link to anywhere in the comment.
     escaped = escaped.replace("*", "\\*").replace("[", "\\[").replace("]", "\\]")
+    # A zero-width space after the ``@`` (as Renovate writes it): shown the same, and
+    # GitHub notifies nobody. An address's ``@`` (after a letter) is no mention.
+    escaped = _MENTION.sub("@&#8203;", escaped)
     return escaped.replace("|", "\\|").replace("\n", "<br>")
 
 
