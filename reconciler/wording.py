@@ -24,3 +24,13 @@ def close_names(name: str, candidates: Iterable[str], n: int = 1) -> list[str]:
         for match in difflib.get_close_matches(name, list(candidates), n=n * 4, cutoff=0.8)
         if difflib.SequenceMatcher(None, last, match.rsplit(".", 1)[-1]).ratio() >= 0.6
     ][:n]
+
+
+def quoted(text: str) -> str:
+    """``text`` in single quotes as the user wrote it, for a message.
+
+    ``repr`` doubles each backslash, so a regex written ``\\d+`` was shown as ``\\\\d+``
+    and no longer matched what the manifest says; control characters are still escaped,
+    so a name cannot break the message's line."""
+    inner = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    return f"'{inner}'"

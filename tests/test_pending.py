@@ -324,7 +324,7 @@ def test_a_file_whose_name_gives_no_event_time_is_an_error_of_the_plan(
     problems = make_plan(repo.config, PlanRequest()).problems
     assert problems == tuple(  # every such file at once, not only the first
         Problem(
-            f"fromPath pattern '(\\\\d{{4}}-\\\\d{{2}}-\\\\d{{2}})' does not match file name"
+            f"fromPath pattern '(\\d{{4}}-\\d{{2}}-\\d{{2}})' does not match file name"
             f" {name!r}: apply would stop at this file, and read no file after it",
             dataset=NAME,
             location=Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 92),

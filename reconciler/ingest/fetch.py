@@ -51,6 +51,7 @@ from ..masking import Mask
 from ..odf import models
 from ..odf.timestamps import Timestamp
 from ..source_paths import FileUrlError, OutsideError, SourceRoots, file_url_path, glob_matches
+from ..wording import quoted
 from .templates import TemplateError, resolve_env_tracked
 
 __all__ = [
@@ -606,16 +607,16 @@ def event_time_from_name(name: str, source: models.EventTimeSourceFromPath) -> T
     try:
         regex = re.compile(source.pattern)
     except re.error as e:
-        raise EventTimeError(f"invalid fromPath pattern {source.pattern!r}: {e}") from None
+        raise EventTimeError(f"invalid fromPath pattern {quoted(source.pattern)}: {e}") from None
     match = regex.search(name)
     if match is None:
         raise EventTimeError(
-            f"fromPath pattern {source.pattern!r} does not match file name {name!r}",
+            f"fromPath pattern {quoted(source.pattern)} does not match file name {name!r}",
             origin=name,
         )
     if regex.groups < 1 or match.group(1) is None:
         raise EventTimeError(
-            f"fromPath pattern {source.pattern!r} has no capture group 1 matching {name!r}",
+            f"fromPath pattern {quoted(source.pattern)} has no capture group 1 matching {name!r}",
             origin=name,
         )
     text = match.group(1)

@@ -14,12 +14,16 @@ them too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from ..config import RepoConfig, shown_path
 from ..gitloop import gitops
 from ..plan.model import Location, Problem, Severity
+from ..wording import quoted
+
+_Found = TypeVar("_Found")
 
 
 def ignored_chain_problems(
@@ -28,21 +32,19 @@ def ignored_chain_problems(
     """One problem for the first rule that catches a chain file (of the folders there
     are and of ``names``, the manifests' datasets), at that rule's line; none outside
     git, or when the chains are outside the checkout."""
-    checkout = _chain_files(config, names)
-    ignored = gitops.ignored_paths(*checkout) if checkout else []
-    if not ignored or not checkout:
+    found = _first(config, names, gitops.ignored_paths)
+    if found is None:
         return []
-    top = checkout[0]
-    first = ignored[0]
+    top, first = found
     rules = top / first.source
     shown = shown_path(rules, config.root) if rules.is_file() else first.source
     return [
         Problem(
-            f"the rule {first.pattern!r} makes git ignore {first.path}, a file a run must"
-            f" commit; add the rule `!{shown_path(config.odf_dir, config.root)}/**` below"
-            " it, or apply --commit refuses to run",
+            f"the rule {quoted(first.pattern)} makes git ignore {first.path}, a file a run"
+            f" must commit; add the rule `!{shown_path(config.odf_dir, config.root)}/**`"
+            " below it, or apply --commit refuses to run",
             location=Location(str(rules) if rules.is_file() else shown, first.line),
-            severity=Severity.ERROR if pull_request else Severity.WARNING,
+            severity=_severity(pull_request),
         )
     ]
 
@@ -52,23 +54,40 @@ def rewritten_chain_problems(
 ) -> list[Problem]:
     """One problem for the first chain file git's attributes would rewrite; none outside
     git, or when the chains are outside the checkout."""
-    checkout = _chain_files(config, names)
-    converted = gitops.converted_paths(*checkout) if checkout else []
-    if not converted or not checkout:
+    found = _first(config, names, gitops.converted_paths)
+    if found is None:
         return []
-    top = checkout[0]
+    top, first = found
     shown_odf = shown_path(config.odf_dir, config.root)
     attributes = top / ".gitattributes"
     return [
         Problem(
-            f"git attribute {converted[0]}, a file a run commits: git would rewrite its"
+            f"git attribute {first}, a file a run commits: git would rewrite its"
             " bytes on commit or checkout, and a chain file's name is the hash of its bytes."
             f" End .gitattributes with `{shown_odf}/** -text -eol -filter -ident"
             " -working-tree-encoding` (`git check-attr -a` shows what sets it)",
             location=Location(str(attributes)) if attributes.is_file() else None,
-            severity=Severity.ERROR if pull_request else Severity.WARNING,
+            severity=_severity(pull_request),
         )
     ]
+
+
+def _severity(pull_request: bool) -> Severity:
+    """An error where a merge would break the loop; a warning for a local plan."""
+    return Severity.ERROR if pull_request else Severity.WARNING
+
+
+def _first(
+    config: RepoConfig, names: Iterable[str], find: Callable[[Path, Sequence[str]], list[_Found]]
+) -> tuple[Path, _Found] | None:
+    """The checkout's top folder and the first chain file ``find`` reports (git's ignore
+    rules or its attributes); None when it reports none, outside git, or when the chains
+    are outside the checkout."""
+    checkout = _chain_files(config, names)
+    if checkout is None:
+        return None
+    found = find(*checkout)
+    return (checkout[0], found[0]) if found else None
 
 
 def _chain_files(config: RepoConfig, names: Iterable[str]) -> tuple[Path, list[str]] | None:
