@@ -530,16 +530,26 @@ def test_a_pull_request_whose_policies_do_not_load_is_told_where(repo: GitOpsRep
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     repo.commit("base with policies")
     (repo.root / "policies" / "extra.yaml").write_text("rules:\n  - id: x\n    colour: red\n")
+    (repo.root / "policies" / "more.yaml").write_text("rules: {}\n")  # every file is named
     code, document = plan_json(repo, "--base", "HEAD")
     assert code == 1
     broken = reconcile(repo, "--plan")
     assert broken.returncode == 1
-    (change, load) = _rule_errors(document)
+    (change, added, load, load_more) = _rule_errors(document)
     assert change[0] == "this pull request adds the policy file extra.yaml:" + _RULE_CHANGE
+    assert added[0] == "this pull request adds the policy file more.yaml:" + _RULE_CHANGE
     assert load[1:] == ({"file": "policies/extra.yaml", "line": 3}, "policies.x")
-    assert load[0].startswith("the policies as this pull request leaves them do not load: ")
-    assert load[0].endswith(" once merged, every plan and run on the base branch would stop here")
-    assert load[0].split("load: ")[1].split(";")[0] in broken.stderr
+    assert load_more[1:] == ({"file": "policies/more.yaml", "line": 1}, "policies")
+    prefix = "the policies as this pull request leaves them do not load: "
+    suffix = "; once merged, every plan and run on the base branch would stop here"
+    reasons = [each[0].removeprefix(prefix).removesuffix(suffix) for each in (load, load_more)]
+    assert reasons[0].startswith("unknown key 'colour'; a rule has id, severity")
+    assert [each[0] for each in (load, load_more)] == [prefix + r + suffix for r in reasons]
+    assert reasons[1] == "'rules' must be a list"
+    assert broken.stderr.splitlines() == [
+        f"error: {repo.root / 'policies' / 'extra.yaml'}:3: x: {reasons[0]}",
+        f"error: {repo.root / 'policies' / 'more.yaml'}:1: 'rules' must be a list",
+    ]
 
 
 def test_a_pull_request_that_points_policies_at_another_folder_fails_at_that_line(

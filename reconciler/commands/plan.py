@@ -69,7 +69,9 @@ def make(session: Session, request: PlanRequest, select: list[str] | None) -> Pl
             session.say(f"analysing {queries} on Spark…", err=True)
             with session.engine_start():
                 plan = make_plan(session.config, request)
-    except (GitError, PolicyError, ConfigError) as e:
+    except PolicyError as e:
+        raise fail("\n".join(f"error: {each}" for each in e.each())) from None
+    except (GitError, ConfigError) as e:
         raise fail(f"error: {e}") from None
     plan = replace(plan, fingerprints=taken)
     shown = plan if selected is None else restrict(plan, selected)

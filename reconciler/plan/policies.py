@@ -102,8 +102,14 @@ class PolicyError(ValueError):
         self.line = line
         self.policy = policy
         self.message = message
+        self.also: tuple[PolicyError, ...] = ()
         where = f"{file}:{line}"
         super().__init__(f"{where}: {policy}: {message}" if policy else f"{where}: {message}")
+
+    def each(self) -> tuple[PolicyError, ...]:
+        """This error and those of the other broken files (``load_policies`` reads every
+        file), so the policy owners fix them all in one go, not one per run."""
+        return (self, *self.also)
 
 
 # What policies look at: one validated manifest document with its raw YAML data and tree.
@@ -422,17 +428,25 @@ def load_policies(directory: Path) -> PolicySet:
     """Every policy in ``directory``: rule files ``*.yaml`` and schemas ``*.schema.json|yaml``.
 
     Files are read in name order, so verdicts come out in a stable order. A missing or
-    empty directory means no policies. Other files (a README) are ignored.
+    empty directory means no policies. Other files (a README) are ignored. A broken file
+    is a ``PolicyError`` (the first), naming the other broken files' errors in ``also``.
     """
     if not directory.is_dir():
         return PolicySet()
     seen: dict[str, str] = {}
     policies: list[Policy] = []
+    errors: list[PolicyError] = []
     for path in sorted(directory.iterdir()):
-        if path.name.endswith(SCHEMA_SUFFIXES):
-            policies.append(_load_schema_policy(path, seen))
-        elif path.suffix == ".yaml":
-            policies += _load_rule_file(path, seen)
+        try:
+            if path.name.endswith(SCHEMA_SUFFIXES):
+                policies.append(_load_schema_policy(path, seen))
+            elif path.suffix == ".yaml":
+                policies += _load_rule_file(path, seen)
+        except PolicyError as e:
+            errors.append(e)
+    if errors:
+        errors[0].also = tuple(errors[1:])
+        raise errors[0]
     return PolicySet(tuple(policies))
 
 

@@ -52,7 +52,7 @@ def policy_change_problems(config: RepoConfig, base_ref: str) -> list[Problem]:
 def _load_problem(folder: Path) -> list[Problem]:
     try:
         load_policies(folder)
-    except PolicyError as e:
+    except PolicyError as error:
         return [
             Problem(
                 f"the policies as this pull request leaves them do not load: {e.message};"
@@ -60,5 +60,6 @@ def _load_problem(folder: Path) -> list[Problem]:
                 location=Location(str(e.file), e.line),
                 field=f"policies.{e.policy}" if e.policy else "policies",
             )
+            for e in error.each()
         ]
     return []
