@@ -15,7 +15,7 @@ from reconciler.apply.outcome import Outcome, Status
 from reconciler.commands.progress import describe
 from reconciler.gitloop.message import DatasetRun, Trailers, commit_message
 from reconciler.odf import models
-from reconciler.plan.model import Action, ChangeClass, Location, Problem
+from reconciler.plan.model import Action, ChangeClass, Location, Problem, Severity
 from reconciler.plan.render_common import summary_sentence
 from reconciler.plan.render_markdown import render_markdown
 from reconciler.plan.render_text import render_text
@@ -143,6 +143,34 @@ def test_a_rename_that_cannot_be_carried_out_is_an_error_at_its_line(
     assert plan.has_errors
     markdown = render_markdown(plan)
     assert "[link](" not in markdown and "**bold**" not in markdown
+
+
+def test_a_comment_meant_as_a_directive_that_is_none_is_a_warning_at_its_line(
+    repo: GitOpsRepo,
+) -> None:
+    """Ignored without a word, a mistyped rename became a deletion and a new dataset."""
+    lines = [
+        f"# Reconcile: Renamed-From: {OLD}",
+        "#reconcile renamed_from x",
+        "  # reconcile: allow-breaking-changes: agreed",
+        "# reconcile: allow-breaking-change:",
+    ]
+    kept = "# reconcile this later: not a directive\n"
+    rename(repo, "\n".join(lines) + "\n" + kept)
+    plan = make_plan(repo.config, PlanRequest(prune=True))
+    warnings = [p for p in plan.problems if p.severity is Severity.WARNING]
+    assert warnings == [
+        Problem(
+            f"'{line.strip()}' is no reconcile directive, so it does nothing; the directives"
+            " are `# reconcile: allow-breaking-change: <reason>` and"
+            " `# reconcile: renamed-from: <old name>`, in lower case, each with a value",
+            dataset=NEW,
+            location=Location(str(repo.root / "datasets" / f"{NEW}.yaml"), at),
+            severity=Severity.WARNING,
+        )
+        for at, line in enumerate(lines, start=1)
+    ]
+    assert [d.renamed_from for d in plan.datasets if d.name == NEW] == [None]
 
 
 def test_a_rename_onto_a_name_that_has_a_chain_of_its_own_is_an_error(

@@ -15,9 +15,9 @@ from ..odf import models
 from ..odf.gc_pause import paused_gc
 from ..odf.manifest import LoadedSnapshot, ManifestError, load_snapshots
 from ..odf.names import name_key
-from ..wording import close_names, count
-from .model import Location, Problem
-from .policies import find_override, find_renamed_from
+from ..wording import close_names, count, quoted
+from .model import Location, Problem, Severity
+from .policies import find_near_misses, find_override, find_renamed_from
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,17 @@ def load_desired(
         state.datasets[name] = DesiredDataset(
             item, tuple(resolved[name]), override, line, find_renamed_from(text)
         )
+        state.problems += [
+            Problem(
+                f"{quoted(comment)} is no reconcile directive, so it does nothing; the"
+                " directives are `# reconcile: allow-breaking-change: <reason>` and"
+                " `# reconcile: renamed-from: <old name>`, in lower case, each with a value",
+                dataset=name,
+                location=Location(str(item.file), at),
+                severity=Severity.WARNING,
+            )
+            for comment, at in find_near_misses(text)
+        ]
     return state
 
 

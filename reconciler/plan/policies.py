@@ -66,6 +66,11 @@ _DOCUMENT = "policy file"  # what the bounded reader's messages call the file
 # The comment line that approves a breaking change. Only whole-line comments count.
 _OVERRIDE = re.compile(r"^[ \t]*#[ \t]*reconcile:[ \t]*allow-breaking-change:(.*)$", re.MULTILINE)
 _RENAMED_FROM = re.compile(r"^[ \t]*#[ \t]*reconcile:[ \t]*renamed-from:(.*)$", re.MULTILINE)
+# A comment meant as a directive: ``reconcile`` then a colon, or then a directive's word.
+_DIRECTIVE_LIKE = re.compile(
+    r"^[ \t]*#[ \t]*reconcile\b(?:[ \t]*:|[ \t-]*(?:allow|renamed)).*$",
+    re.MULTILINE | re.IGNORECASE,
+)
 
 # Unions whose members ``forbid_steps`` can name, as ``<union>::<kind>`` like the spec.
 _STEP_UNIONS: dict[str, Any] = {
@@ -337,6 +342,24 @@ def find_renamed_from(text: str) -> tuple[tuple[str, int], ...]:
     the override is, so ODF tools read the manifest unchanged and the rename shows up in
     the pull request's diff."""
     return tuple(_directives(text, "renamed-from", _RENAMED_FROM))
+
+
+def find_near_misses(text: str) -> tuple[tuple[str, int], ...]:
+    """Each comment that looks meant as a directive but is none (``# Reconcile:
+    Renamed-From: a``, ``# reconcile: allow-breaking-changes: x``, a directive without a
+    value), with its 1-based line: ignored silently, a rename became a deletion and a
+    new dataset, and an override approved nothing, with no word why."""
+    if "reconcile" not in text.lower():  # the common case: skip tokenising the file
+        return ()
+    exact = {match.start() for match in _OVERRIDE.finditer(text) if match.group(1).strip()}
+    exact |= {match.start() for match in _RENAMED_FROM.finditer(text) if match.group(1).strip()}
+    inside = _lines_inside_scalars(text)
+    found = []
+    for match in _DIRECTIVE_LIKE.finditer(text):
+        line = text.count("\n", 0, match.start())
+        if match.start() not in exact and line not in inside:
+            found.append((match.group().strip(), line + 1))
+    return tuple(found)
 
 
 def _find_directive(text: str, word: str, pattern: re.Pattern[str]) -> tuple[str, int] | None:
