@@ -103,6 +103,16 @@ def transform_inputs(snapshot: models.DatasetSnapshot) -> list[models.TransformI
     return list(transforms[-1].inputs) if transforms else []
 
 
+def polling_source(snapshot: models.DatasetSnapshot) -> tuple[int, models.SetPollingSource | None]:
+    """The polling source in force (the manifest's last ``SetPollingSource``) and its
+    index among the events, where a problem about it points; ``(-1, None)`` when there
+    is none."""
+    found = [
+        (i, e) for i, e in enumerate(snapshot.metadata) if isinstance(e, models.SetPollingSource)
+    ]
+    return found[-1] if found else (-1, None)
+
+
 @paused_gc()
 def load_desired(
     paths: Iterable[Path], known_ids: dict[str, str], refused: int = 0

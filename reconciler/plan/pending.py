@@ -23,7 +23,7 @@ from typing import Literal, NamedTuple
 from ..ingest.fetch import EventTimeError, event_time_from_name
 from ..odf import models
 from ..odf.chain import ChainState
-from .desired import DesiredDataset
+from .desired import DesiredDataset, polling_source
 from .model import Pending, Problem, Severity
 from .patterns import regex_problem
 from .policies import field_location
@@ -72,7 +72,7 @@ def pending_data(
     new, whatever the pull request's own copy of the chain says.
     """
     state = actual.get(ds.name)
-    _, source = _polling_source(ds.snapshot)
+    _, source = polling_source(ds.snapshot)
     pending: list[Pending] = []
     if source is not None:
         listed = _listed(source, ds.name, listings)
@@ -87,7 +87,7 @@ def pending_data(
 
 def empty_glob_problems(ds: DesiredDataset, listings: GlobListings | None) -> list[Problem]:
     """A warning for a ``FilesGlob`` in force that matches no file at all, at its path."""
-    index, source = _polling_source(ds.snapshot)
+    index, source = polling_source(ds.snapshot)
     if source is None or _listed(source, ds.name, listings) != ():
         return []
     assert isinstance(source.fetch, models.FetchStepFilesGlob)
@@ -112,7 +112,7 @@ def event_time_problems(
     pattern cannot give an event time (``NAMED_FILES`` of them, then a count): fetch
     stops at the first, and every file after it waits, run after run, until renamed.
     ``state`` is None for a chain read again from every file (created or recreated)."""
-    index, source = _polling_source(ds.snapshot)
+    index, source = polling_source(ds.snapshot)
     event_time = getattr(source.fetch, "event_time", None) if source is not None else None
     if source is None or not isinstance(event_time, models.EventTimeSourceFromPath):
         return []
@@ -158,7 +158,7 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
     if touched is None:
         return []
     after = touched.last_read
-    index, source = _polling_source(ds.snapshot)
+    index, source = polling_source(ds.snapshot)
     location = field_location(ds.loaded, ("content", "metadata", index, "fetch", "path"))
     problems = []
     for file in touched.files:
@@ -205,17 +205,6 @@ def _where_rows_go(merge: models.MergeStrategy | None, new_file: str) -> str:
             " correction to a row it holds cannot be ingested"
         )
     return f"put the rows in {new_file}: they are appended beside the rows ingested already"
-
-
-def _polling_source(
-    snapshot: models.DatasetSnapshot,
-) -> tuple[int, models.SetPollingSource | None]:
-    """The polling source in force (the manifest's last ``SetPollingSource``) and its
-    index among the events; ``(-1, None)`` when there is none."""
-    found = [
-        (i, e) for i, e in enumerate(snapshot.metadata) if isinstance(e, models.SetPollingSource)
-    ]
-    return found[-1] if found else (-1, None)
 
 
 def _listed(

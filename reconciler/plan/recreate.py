@@ -28,7 +28,7 @@ from typing import Any
 
 from ..odf import models
 from ..odf.chain import ChainState
-from .desired import DesiredDataset, DesiredState
+from .desired import DesiredDataset, DesiredState, polling_source
 from .diff import Facets, to_json
 from .model import Action, ChangeClass, DatasetPlan, EventChange, Problem, Recreate
 from .pending import GlobListings
@@ -210,10 +210,10 @@ def _refetch(
     ds: DesiredDataset, history: HistoryReader | None, listings: GlobListings | None
 ) -> tuple[tuple[str, ...], Problem | None]:
     """The files a root reads again, and the problem that stops it, if any."""
-    index, source = _polling_source(ds.snapshot)
-    field = f"content.metadata[{index}].fetch" if index is not None else "content.metadata"
+    index, source = polling_source(ds.snapshot)
+    field = f"content.metadata[{index}].fetch" if source is not None else "content.metadata"
     where = ds.location
-    if index is not None:
+    if source is not None:
         where = field_location(ds.loaded, ("content", "metadata", index, "fetch"))
 
     def problem(why: str) -> Problem:
@@ -245,14 +245,3 @@ def _refetch(
             f"({source.fetch.path} now matches: {', '.join(files) or 'nothing'})"
         )
     return files, None
-
-
-def _polling_source(
-    snapshot: models.DatasetSnapshot,
-) -> tuple[int | None, models.SetPollingSource | None]:
-    """The manifest's polling source and its position among the events (None: none)."""
-    found: tuple[int | None, models.SetPollingSource | None] = (None, None)
-    for index, event in enumerate(snapshot.metadata):
-        if isinstance(event, models.SetPollingSource):
-            found = (index, event)
-    return found

@@ -30,7 +30,7 @@ from ..plan.builder import (
     read_actual,
 )
 from ..plan.confinement import manifest_problems, source_problems
-from ..plan.desired import DesiredDataset, load_desired
+from ..plan.desired import DesiredDataset, load_desired, polling_source
 from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
 from ..plan.pending import GlobListings
 from ..plan.policies import PolicySet, evaluate, load_policies, read_override
@@ -132,11 +132,11 @@ def _glob_matches(
     roots = SourceRoots.of(root, allowed)
     matched: dict[str, list[Path]] = {}
     for ds in manifests:
-        sources = [e for e in ds.snapshot.metadata if isinstance(e, models.SetPollingSource)]
-        if not sources or not isinstance(sources[-1].fetch, models.FetchStepFilesGlob):
+        _, source = polling_source(ds.snapshot)
+        if source is None or not isinstance(source.fetch, models.FetchStepFilesGlob):
             continue
         try:
-            matches = glob_matches(sources[-1].fetch.path, roots, root)
+            matches = glob_matches(source.fetch.path, roots, root)
         except OutsideError:
             continue
         matched[ds.name] = [m for m in matches if m.is_file()]

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..odf import models
 from ..odf.chain import ChainState
 from ..plan.ddl import DdlError, parse_columns
-from ..plan.desired import DesiredDataset, DesiredState
+from ..plan.desired import DesiredDataset, DesiredState, polling_source
 from ..plan.model import Action, Plan, Problem
 from ..plan.pending import NAMED_FILES, TouchedSources, at_most, files_to_read
 from ..plan.policies import field_location
@@ -61,11 +61,9 @@ def header_problems(ds: DesiredDataset, files: Iterable[Path]) -> list[Problem]:
     """An error for each of ``files`` whose first line does not fit the read schema
     (``NAMED_FILES`` of them, then a count); none when the source is not a plain CSV
     with a schema."""
-    found = [(i, e) for i, e in enumerate(ds.snapshot.metadata) if _is_polling(e)]
-    if not found:
+    index, source = polling_source(ds.snapshot)
+    if source is None:
         return []
-    index, source = found[-1]
-    assert isinstance(source, models.SetPollingSource)
     read = source.read
     if not isinstance(read, models.ReadStepCsv) or not read.schema_:
         return []
@@ -116,10 +114,6 @@ def _mismatch(file: str, first: Sequence[str], names: Sequence[str], header: boo
         " columns' names. Put the schema in the file's order, or export the file in the"
         " schema's"
     )
-
-
-def _is_polling(event: object) -> bool:
-    return isinstance(event, models.SetPollingSource)
 
 
 def _first_record(path: Path, read: models.ReadStepCsv) -> list[str] | None:
