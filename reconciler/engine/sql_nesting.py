@@ -12,33 +12,24 @@ from __future__ import annotations
 
 import re
 
+from ..sql_text import structure
+
 MAX_NESTING = 200
 """Parentheses a query may nest (Spark's parser failed from about 500 on, with 2 MiB of
 thread stack); hand-written SQL stays within a few dozen."""
 
-# A token the depth count must skip whole, or a parenthesis. Spark reads both '' and \'
-# inside a string literal as a quote.
-_TOKEN = re.compile(
-    r"""'(?:[^'\\]|\\.|'')*'?"""  # a string literal (unterminated: to the end)
-    r"""|"(?:[^"\\]|\\.|"")*"?"""  # a double-quoted string literal
-    r"|`(?:[^`]|``)*`?"  # a quoted identifier
-    r"|--[^\n]*"  # a line comment
-    r"|/\*.*?(?:\*/|\Z)"  # a block comment (a nested one ends early: its rest is counted)
-    r"|[()]",
-    re.DOTALL,
-)
+_PARENTHESIS = re.compile(r"[()]")
 
 
 def too_deep(query: str, limit: int = MAX_NESTING) -> int | None:
     """The 1-based line where ``query`` first nests parentheses deeper than ``limit``,
     or None when it never does."""
     depth = 0
-    for token in _TOKEN.finditer(query):
-        text = token.group()
-        if text == "(":
+    for token in _PARENTHESIS.finditer(structure(query)):
+        if token.group() == "(":
             depth += 1
             if depth > limit:
                 return query.count("\n", 0, token.start()) + 1
-        elif text == ")":
+        else:
             depth = max(depth - 1, 0)
     return None

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import re
 
-# What is not SQL structure: string literals, quoted identifiers and comments.
-_NOT_STRUCTURE = re.compile(
-    r"""'(?:[^'\\]|\\.|'')*'?|"(?:[^"\\]|\\.|"")*"?|`(?:[^`]|``)*`?|--[^\n]*|/\*.*?(?:\*/|\Z)""",
-    re.DOTALL,
-)
+from ..sql_text import structure
+
 _CLAUSES = (
     ("GROUP BY", re.compile(r"\bGROUP\s+BY\b", re.IGNORECASE)),
     ("DISTINCT", re.compile(r"\bDISTINCT\b", re.IGNORECASE)),
@@ -28,8 +25,8 @@ _CLAUSES = (
 
 def per_run_clauses(query: str) -> list[str]:
     """The clauses of ``query`` that see only one run's new rows, in a fixed order."""
-    structure = _NOT_STRUCTURE.sub(" ", query)
-    return [name for name, pattern in _CLAUSES if pattern.search(structure)]
+    text = structure(query)
+    return [name for name, pattern in _CLAUSES if pattern.search(text)]
 
 
 def per_run_note(queries: list[str]) -> str | None:
