@@ -113,27 +113,50 @@ def polling_source(snapshot: models.DatasetSnapshot) -> tuple[int, models.SetPol
     return found[-1] if found else (-1, None)
 
 
+@dataclass(frozen=True)
+class Manifests:
+    """The manifests as read, before their inputs are resolved: what a plan that judges
+    them twice (before and after a rename) reads once."""
+
+    loaded: tuple[LoadedSnapshot, ...]
+    problems: tuple[Problem, ...]  # each file that failed to load, at its line
+    unreadable: int  # files refused by the scan or failed to load
+
+
 @paused_gc()
-def load_desired(
-    paths: Iterable[Path], known_ids: dict[str, str], refused: int = 0
-) -> DesiredState:
-    """Load manifests and order them; ``known_ids`` maps chain dataset ids to names so
-    that inputs given as ``did:odf:…`` resolve to datasets too. ``refused`` counts the
-    manifest files the scan would not read (``RepoConfig.scan_manifests``).
+def read_manifests(paths: Iterable[Path], refused: int = 0) -> Manifests:
+    """Every manifest in ``paths``; ``refused`` counts the manifest files the scan would
+    not read (``RepoConfig.scan_manifests``).
 
     Every manifest's YAML tree is kept (to locate findings), so the cycle collector,
     left on, would walk a growing heap of acyclic nodes: paused (``gc_pause``)."""
-    state = DesiredState(unreadable=refused)
     loaded: list[LoadedSnapshot] = []
+    problems: list[Problem] = []
+    unreadable = refused
     for path in paths:
         try:
             loaded += load_snapshots(path)
         except ManifestError as e:
-            state.unreadable += 1
-            state.problems += [
+            unreadable += 1
+            problems += [
                 Problem(i.message, location=Location(str(i.file), i.line, i.column), field=i.field)
                 for i in e.issues
             ]
+    return Manifests(tuple(loaded), tuple(problems), unreadable)
+
+
+def load_desired(
+    paths: Iterable[Path], known_ids: dict[str, str], refused: int = 0
+) -> DesiredState:
+    """``read_manifests``, then ``resolve_desired``."""
+    return resolve_desired(read_manifests(paths, refused), known_ids)
+
+
+def resolve_desired(manifests: Manifests, known_ids: dict[str, str]) -> DesiredState:
+    """The manifests by name, in dependency order; ``known_ids`` maps chain dataset ids
+    to names so that inputs given as ``did:odf:…`` resolve to datasets too."""
+    state = DesiredState(problems=list(manifests.problems), unreadable=manifests.unreadable)
+    loaded = manifests.loaded
     state.named = {name_key(item.snapshot.name) for item in loaded}
     by_name = _unique_names(loaded, state)
     resolved = {
@@ -161,7 +184,9 @@ def load_desired(
     return state
 
 
-def _unique_names(loaded: list[LoadedSnapshot], state: DesiredState) -> dict[str, LoadedSnapshot]:
+def _unique_names(
+    loaded: Iterable[LoadedSnapshot], state: DesiredState
+) -> dict[str, LoadedSnapshot]:
     """The manifests by name, each name once. Names are case-insensitive (spec: Aliases
     and References), so ``NY-NewYork`` after ``ny-newyork`` is the same dataset defined
     again: reported at the later manifest, naming the first, and left out."""

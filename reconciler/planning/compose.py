@@ -30,7 +30,7 @@ from ..plan.builder import (
     read_actual,
 )
 from ..plan.confinement import manifest_problems, source_problems
-from ..plan.desired import DesiredDataset, load_desired, polling_source
+from ..plan.desired import DesiredDataset, polling_source, read_manifests, resolve_desired
 from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
 from ..plan.pending import GlobListings
 from ..plan.policies import PolicySet, evaluate, load_policies, read_override
@@ -195,13 +195,14 @@ def make_plan(
     actual, problems = read_actual(repo)
     ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
     scan = config.scan_manifests()
-    desired = load_desired(scan.paths, ids, refused=len(scan.refused))
+    manifests = read_manifests(scan.paths, refused=len(scan.refused))
+    desired = resolve_desired(manifests, ids)
     renames, rename_problems = find_renames(desired, actual)
     problems += rename_problems
     if renames:  # judged as if the chains had their new names: ids resolve to them
         actual = renamed(actual, renames)
         ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
-        desired = load_desired(scan.paths, ids, refused=len(scan.refused))
+        desired = resolve_desired(manifests, ids)
     changed = None
     if request.base_ref is not None:
         paths = gitops.changed_paths(config.root, request.base_ref, config.datasets_dir)
