@@ -486,6 +486,34 @@ def test_a_missing_java_is_one_line_and_exit_1(
     assert normal(done.stdout) == ["0 datasets: 0 valid in N s"]
 
 
+def test_a_selection_analyses_only_its_queries_and_those_it_reads(
+    copy: Path, tmp_path: Path
+) -> None:
+    """``plan -s a`` analysed every changed query in the repository, starting Spark for
+    datasets the selection neither runs nor reads."""
+    for name, source in ((B, A), (C, B)):
+        query = f"SELECT op, event_time, a, b, a + 1 AS a1 FROM `{source}`"
+        (copy / "datasets" / f"{name}.yaml").write_text(
+            manifest(name, "Derivative", derivative_events([source], query))
+        )
+    bin_dir = tmp_path / "bin"  # no Java: a plan that starts the engine says so
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    git = shutil.which("git")
+    assert git is not None
+    (bin_dir / "git").symlink_to(git)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | {"PATH": str(bin_dir)}
+    runs = {select: process(copy, "plan", "-s", select, env=env) for select in (A, B, C, D)}
+    assert {select: (done.returncode, done.stderr) for select, done in runs.items()} == {
+        A: (0, ""),
+        B: (1, "analysing 1 query on Spark…\n"),
+        C: (1, "analysing 2 queries on Spark…\n"),
+        D: (0, ""),
+    }
+    assert f"2 queries not analysed ({B}, {C}): validating queries needs Java 17" in runs[C].stdout
+    assert "query" not in runs[A].stdout
+
+
 def interrupted(root: Path, *signals: signal.Signals) -> subprocess.CompletedProcess[str]:
     """An apply of ``root`` sent ``signals`` (half a second apart) once its first
     dataset has started."""

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.plan.selection import SelectionError, Selector, parse_selectors, select
+from reconciler.plan.selection import (
+    SelectionError,
+    Selector,
+    parse_selectors,
+    select,
+    with_inputs,
+)
 
 # a -> b -> c, a -> e; d stands alone
 GRAPH = {"a": (), "b": ("a",), "c": ("b",), "d": (), "e": ("a",)}
@@ -58,3 +64,9 @@ def test_parsing_keeps_the_operators() -> None:
         Selector("x", upstream=True, downstream=True),
         Selector("y", downstream=True),
     ]
+
+
+def test_a_selection_with_its_inputs_is_what_its_plan_analyses() -> None:
+    assert with_inputs(GRAPH, {"c", "d"}) == {"a", "b", "c", "d"}
+    assert with_inputs(GRAPH, {"e"}) == {"a", "e"}
+    assert with_inputs({"x": ("did:odf:unknown",)}, {"x"}) == {"x"}

@@ -20,13 +20,13 @@ from ..config import ConfigError
 from ..gitloop import fingerprints, saved_plan
 from ..gitloop.gitops import GitError
 from ..odf import models
-from ..plan.model import Column, Plan, QueryCheck
+from ..plan.model import ChangeClass, Column, Plan, QueryCheck
 from ..plan.policies import PolicyError
 from ..plan.render_common import summary_sentence
 from ..plan.render_json import render_json
 from ..plan.render_markdown import render_markdown
 from ..plan.render_text import render_text
-from ..plan.selection import plan_graph, restrict
+from ..plan.selection import plan_graph, restrict, with_inputs
 from ..planning.compose import PlanRequest, make_plan
 from ..wording import count
 from .common import Session, fail, selection
@@ -34,15 +34,16 @@ from .options import OutputFormat, RunOptions
 
 
 class _QueryCounter:
-    """A validator that analyses nothing: it counts what would need the engine."""
+    """A validator that analyses nothing: it names the datasets whose queries would need
+    the engine."""
 
     def __init__(self) -> None:
-        self.queries = 0
+        self.datasets: list[str] = []
 
     def __call__(
         self, dataset: str, inputs: Mapping[str, Sequence[Column]], transform: models.TransformSql
     ) -> QueryCheck:
-        self.queries += 1
+        self.datasets.append(dataset)
         return QueryCheck(dataset=dataset, ok=True)
 
 
@@ -63,12 +64,19 @@ def make(session: Session, request: PlanRequest, select: list[str] | None) -> Pl
     try:
         taken = fingerprints.take(session.config, request.base_ref)
         plan = make_plan(session.config, request, counter)
-        selected = selection(plan_graph(plan), select)
-        if counter.queries:
-            queries = count(counter.queries, "query", "queries")
+        graph = plan_graph(plan)
+        selected = selection(graph, select)
+        # A selection's run reads what its datasets read as it is: queries outside both
+        # are neither run nor judged, as dbt compiles only the models it builds.
+        analysed = None if selected is None else with_inputs(graph, selected)
+        needed = [d for d in _to_analyse(plan, counter) if analysed is None or d in analysed]
+        if needed:
+            queries = count(len(needed), "query", "queries")
             session.say(f"analysing {queries} on Spark…", err=True)
             with session.engine_start():
-                plan = make_plan(session.config, request)
+                plan = make_plan(session.config, replace(request, analysed=analysed))
+        elif counter.datasets:  # only queries outside the selection: drawn without them
+            plan = make_plan(session.config, replace(request, analysed=analysed), _QueryCounter())
     except PolicyError as e:
         raise fail("\n".join(f"error: {each}" for each in e.each())) from None
     except (GitError, ConfigError) as e:
@@ -76,6 +84,20 @@ def make(session: Session, request: PlanRequest, select: list[str] | None) -> Pl
     plan = replace(plan, fingerprints=taken)
     shown = plan if selected is None else restrict(plan, selected)
     return Planned(plan, shown, selected)
+
+
+def _to_analyse(plan: Plan, counter: _QueryCounter) -> list[str]:
+    """The datasets whose queries the engine would analyse: those the counter was asked
+    about, those with a query to validate, and the readers of a new schema. The counter
+    gives no columns, so the plan could not ask about a reader of an unanalysed query."""
+    asked = set(counter.datasets)
+    asked |= {
+        d.name
+        for d in plan.datasets
+        if any(e.change_class is ChangeClass.NEEDS_VALIDATION for e in d.events)
+    }
+    readers = {r for d in plan.datasets if d.name in asked for r in d.affected_downstream}
+    return [d.name for d in plan.datasets if d.name in asked or d.name in readers]
 
 
 def replay(session: Session, path: Path) -> tuple[Planned, str]:

@@ -103,6 +103,9 @@ class PlanOptions:
     renames: Mapping[str, str] = field(default_factory=dict)
     """New name to old, for the chains apply moves to their manifest's new name
     (``renames``): ``actual`` holds them under the new name already."""
+    analysed: frozenset[str] | None = None
+    """The datasets whose queries may be analysed (``--select`` and what it reads), so
+    a selection starts no engine for a query outside it; None: every dataset's."""
     touched_sources: Mapping[str, TouchedSources] = field(default_factory=dict)
     """Per dataset, the files of its ``FilesGlob`` the pull request added or modified,
     or without a base those changed since its chain's last committed run
@@ -140,7 +143,7 @@ def build_plan(
         if name in options.renames:
             plans[name] = replace(plans[name], renamed_from=options.renames[name])
     _mark_downstream(plans, desired)
-    checker = _QueryChecker(desired, validator, ids_to_names, all_problems)
+    checker = _QueryChecker(desired, validator, ids_to_names, all_problems, options.analysed)
     for name in desired.datasets:
         plans[name] = checker.check(plans[name])
     _mark_downstream(plans, desired)
@@ -355,9 +358,11 @@ class _QueryChecker:
         validator: QueryValidator | None,
         ids_to_names: Mapping[str, str],
         problems: list[Problem],
+        analysed: frozenset[str] | None = None,
     ) -> None:
         self.desired, self.validator, self.ids_to_names = desired, validator, ids_to_names
         self.problems = problems
+        self.analysed = analysed
         self.outputs: dict[str, tuple[Column, ...] | None] = {}
         self.changed_schema: set[str] = set()
         self.used = False
@@ -383,6 +388,8 @@ class _QueryChecker:
             self.changed_schema.add(plan.name)
         if not needs or self.validator is None:
             return plan
+        if self.analysed is not None and plan.name not in self.analysed:
+            return plan  # outside the selection: neither run nor judged
         if transform is None:
             return self._check_preprocess(plan, ds)
         if transform.engine != ENGINE:
@@ -410,6 +417,8 @@ class _QueryChecker:
         """A warning that a query due for analysis was not analysed, because an input's
         query failed its own check: the reviewer learns that more may be broken (dbt
         skips a model whose upstream failed, and says so)."""
+        if self.unavailable is not None and ds.name not in self.unanalysed:
+            self.unanalysed.append(ds.name)  # its input's query was not analysed either
         failed = sorted({name for name in unknown if name in self.checked})
         if failed:
             self.problems.append(

@@ -83,6 +83,12 @@ def plan_graph(plan: Plan) -> dict[str, tuple[str, ...]]:
     return {d.name: d.inputs for d in plan.datasets}
 
 
+def with_inputs(graph: Graph, names: Iterable[str]) -> frozenset[str]:
+    """``names`` and every dataset they read, transitively: what a selection's plan
+    must analyse to know the columns its queries read."""
+    return frozenset(names).union(*(_reachable(name, graph) for name in names))
+
+
 def _readers(graph: Graph) -> dict[str, set[str]]:
     readers: dict[str, set[str]] = {name: set() for name in graph}
     for name, inputs in graph.items():

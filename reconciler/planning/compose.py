@@ -54,6 +54,7 @@ class PlanRequest:
 
     base_ref: str | None = None
     prune: bool = False
+    analysed: frozenset[str] | None = None  # ``PlanOptions.analysed``
 
 
 def spark_validator(config: RepoConfig, base_ref: str | None = None) -> QueryValidator:
@@ -242,6 +243,7 @@ def make_plan(
         stale_overrides=stale,
         touched_sources=touched,
         renames=renames,
+        analysed=request.analysed,
     )
     plan = build_plan(
         desired,
