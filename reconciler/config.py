@@ -227,7 +227,7 @@ _KEYS = (
     "spark",
     "max_decompressed_size",
 )
-_SPARK_KEYS = ("master", "app_name", "conf")
+_SPARK_KEYS = ("master", "app_name", "conf", "executor_wait")
 
 
 def _known_keys(

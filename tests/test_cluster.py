@@ -21,7 +21,7 @@ from pathlib import Path
 import pyspark
 import pytest
 from gitops_repo import GitOpsRepo, events, reconcile
-from test_cli_conventions import normal
+from test_cli_conventions import WHEN, normal
 from transform_repo import JOIN_QUERY, PRICES, STOCK, derivative, make_repo, ts
 
 from reconciler.odf import models
@@ -162,3 +162,58 @@ def test_a_standalone_cluster_gives_the_same_results_as_local_mode(
     local = build(tmp_path / "local")
     reconcile(local.root, ts("2026-01-01T00:00:00Z"))
     assert data_hashes(on_cluster) == data_hashes(local)
+
+
+@pytest.fixture(scope="module")
+def master_without_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A master whose workers are all gone: what a run meets when its worker died."""
+    logs = tmp_path_factory.mktemp("deserted")
+    port = free_port()
+    master = spark_daemon(
+        "org.apache.spark.deploy.master.Master",
+        logs / "master.log",
+        *("--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())),
+    )
+    try:
+        wait_for(logs / "master.log", "I have been elected leader")
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        os.killpg(master.pid, signal.SIGTERM)
+        master.wait(timeout=60)
+
+
+def test_a_cluster_without_executors_fails_the_run_saying_why_instead_of_hanging(
+    master_without_workers: str, tmp_path: Path
+) -> None:
+    """Spark waits for an executor for ever; the run waited until its CI job timed out."""
+    repo = build(tmp_path / "repo")
+    (repo.root / "pyproject.toml").write_text("[tool.reconciler.spark]\nexecutor_wait = 3\n")
+    env = {
+        **os.environ,
+        "RECONCILER_SPARK_MASTER": master_without_workers,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    reason = (
+        f"no Spark executor to run on for 3 s (master {master_without_workers}): every"
+        " worker is gone or cannot reach the driver; the jobs were cancelled (executor_wait"
+        " in [tool.reconciler.spark])"
+    )
+    lines = [line for line in normal(done.stdout) if " START " not in line]
+    assert lines[-4:] == [
+        f"HH:MM:SS ERROR {name} failed: read failed: ReadError:"
+        f" {repo.root / folder / '1.csv'}: {reason} in N s"
+        for name, folder in ((PRICES, "prices"), (STOCK, "stock"))
+    ] + [
+        f"HH:MM:SS SKIP  org.example.valued skipped: input {PRICES} failed in N s",
+        "3 datasets: 2 failed, 1 skipped in N s",
+    ]
+    assert not any((repo.root / "odf").rglob("blocks/*"))

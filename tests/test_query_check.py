@@ -350,6 +350,7 @@ def test_settings_come_from_pyproject_then_environment(
         "[tool.reconciler.spark]\n"
         'master = "spark://cluster:7077"\n'
         'app_name = "nightly"\n'
+        "executor_wait = 90\n"
         "[tool.reconciler.spark.conf]\n"
         '"spark.sql.shuffle.partitions" = 16\n'
         'spark.executor.memory = "2g"\n'
@@ -358,6 +359,7 @@ def test_settings_come_from_pyproject_then_environment(
     assert SparkSettings.load(tmp_path, environ={}) == SparkSettings(
         master="spark://cluster:7077",
         app_name="nightly",
+        executor_wait=90.0,
         conf=(
             ("spark.sql.shuffle.partitions", "16"),
             ("spark.executor.memory", "2g"),
@@ -369,12 +371,24 @@ def test_settings_come_from_pyproject_then_environment(
     assert SparkSettings.load(tmp_path) == SparkSettings(
         master="local[3]",
         app_name="nightly",
+        executor_wait=90.0,
         conf=(
             ("spark.sql.shuffle.partitions", "16"),
             ("spark.executor.memory", "4g"),
             ("spark.sql.adaptive.enabled", "true"),
             ("spark.extra", "a=b"),
         ),
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-1", '"5m"', "true", "1e10"])
+def test_executor_wait_is_a_number_of_seconds(tmp_path: Path, value: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(f"[tool.reconciler.spark]\nexecutor_wait = {value}\n")
+    with pytest.raises(ConfigError) as caught:
+        SparkSettings.load(tmp_path, environ={})
+    shown = {"true": "True", '"5m"': "'5m'", "1e10": "10000000000.0"}.get(value, value)
+    assert str(caught.value) == (
+        f"[tool.reconciler.spark] executor_wait must be a number of seconds above 0, got {shown}"
     )
 
 

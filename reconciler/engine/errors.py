@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from . import executor_watch
+
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
 _ANSI_ADVICE = re.compile(
     r'\s*If necessary set "spark\.sql\.ansi\.enabled" to "false" to bypass this error\.'
@@ -34,9 +36,13 @@ def describe(error: BaseException) -> str:
     py4j only the first line is kept (the rest is the JVM's stack), with the deepest
     cause added when that line only says where it came from ("An exception was thrown
     from the Python worker:", "An error occurred while calling o243.collectToPython."):
-    a full disk or a missing file must show without ``-v``."""
+    a full disk or a missing file must show without ``-v``. A job the executor watch
+    cancelled is told by the watch's reason (``executor_watch``)."""
     text = str(error).strip()
     if type(error).__module__.split(".")[0] in ("pyspark", "py4j"):
+        cancelled = executor_watch.explains(text)
+        if cancelled is not None:
+            return cancelled
         first = first_line(text)
         cause = _deepest_cause(text) if _WRAPPER.search(first) else None
         text = f"{first.rstrip(':.')}: {cause}" if cause else first

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config import ConfigError
+from reconciler.engine import executor_watch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,6 +101,9 @@ class SparkSettings:
     master: str = "local[*]"
     app_name: str = "odf-reconciler"
     conf: tuple[tuple[str, str], ...] = ()
+    executor_wait: float = 300.0
+    """Seconds a job on a cluster may wait with no executor before it is cancelled
+    (``executor_watch``): a dead worker made a run hang until its CI job timed out."""
 
     @classmethod
     def load(cls, repo_root: Path, environ: Mapping[str, str] | None = None) -> SparkSettings:
@@ -124,6 +128,7 @@ class SparkSettings:
             master=env.get(MASTER_ENV) or _string(table, "master", cls.master),
             app_name=_string(table, "app_name", cls.app_name),
             conf=tuple(conf.items()),
+            executor_wait=_seconds(table, "executor_wait", cls.executor_wait),
         )
 
     def __post_init__(self) -> None:
@@ -166,6 +171,15 @@ def _string(table: dict[str, Any], key: str, default: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"[tool.reconciler.spark] {key} must be a string, got {value!r}")
     return value
+
+
+def _seconds(table: dict[str, Any], key: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+        raise ConfigError(
+            f"[tool.reconciler.spark] {key} must be a number of seconds above 0, got {value!r}"
+        )
+    return float(value)
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -250,6 +264,8 @@ def _start(settings: SparkSettings) -> SparkSession:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     _quiet_expected_errors()
+    if not settings.master.startswith("local"):
+        executor_watch.watch(session, settings.master, settings.executor_wait)
     return session
 
 

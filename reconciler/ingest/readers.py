@@ -76,6 +76,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..engine import executor_watch
 from ..engine.errors import first_line
 from ..engine.frames import as_read
 from ..odf import models
@@ -659,7 +660,8 @@ def _run(source: _Source, action: Callable[[], T]) -> T:
     try:
         return action()
     except _SPARK_ERRORS as e:
-        message = first_line(str(e), type(e).__name__)
+        text = str(e)
+        message = executor_watch.explains(text) or first_line(text, type(e).__name__)
         raise ReadError(f"{source.path}: {message}", path=source.path) from None
 
 
