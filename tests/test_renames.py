@@ -3,6 +3,7 @@ readers keep theirs, and nothing is recreated, deleted or read twice."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -143,6 +144,21 @@ def test_a_rename_that_cannot_be_carried_out_is_an_error_at_its_line(
     assert plan.has_errors
     markdown = render_markdown(plan)
     assert "[link](" not in markdown and "**bold**" not in markdown
+
+
+def test_a_rename_cut_short_between_folder_and_alias_is_settled_by_the_next_run(
+    repo: GitOpsRepo,
+) -> None:
+    """The folder was moved and the crash came before ``info/alias``: the old name stayed
+    in it for good, and kamu showed the dataset under the old name."""
+    rename(repo)
+    os.rename(repo.root / "odf" / OLD, repo.root / "odf" / NEW)  # the rename's first step
+    alias = repo.root / "odf" / NEW / "info" / "alias"
+    assert alias.read_text() == OLD
+    outcomes = {o.dataset: o.status for o in reconcile(repo.root, T1)}
+    assert outcomes == {NEW: Status.UP_TO_DATE, READER: Status.UPDATED}
+    assert alias.read_text() == NEW
+    assert (repo.root / "odf" / READER / "info" / "alias").read_text() == READER
 
 
 def test_a_comment_meant_as_a_directive_that_is_none_is_a_warning_at_its_line(

@@ -576,6 +576,15 @@ class Dataset:
         self.layout.info.mkdir(parents=True, exist_ok=True)
         write_atomic(self.layout.info / "alias", name.encode("utf-8"))
 
+    def settle_alias(self) -> None:
+        """Write the folder's name into an ``info/alias`` that names another dataset: what
+        a crash between a rename's two steps (``OdfRepository.rename``) leaves. A chain
+        without an alias file is left so: kamu does not need one."""
+        path = self.layout.info / "alias"
+        name = self.root.name
+        if path.is_file() and path.read_bytes() != name.encode("utf-8") and self.exists():
+            self.write_alias(name)
+
 
 class OdfRepository:
     """A folder of datasets, one subfolder per dataset name."""
@@ -605,8 +614,9 @@ class OdfRepository:
         return repository_lock(self.root, command, timeout)
 
     def remove_leftovers(self) -> list[Path]:
-        """Every crashed run's leftovers in every dataset folder (``Dataset.remove_leftovers``);
-        call it holding ``lock``. Links and folders that are no dataset's are not entered."""
+        """Every crashed run's leftovers in every dataset folder (``Dataset.remove_leftovers``),
+        and an alias a crashed rename left (``Dataset.settle_alias``); call it holding
+        ``lock``. Links and folders that are no dataset's are not entered."""
         if self.store is not None:
             self.store.check()  # before anything is written: bad credentials stop the run
         if not self.root.is_dir():
@@ -614,7 +624,9 @@ class OdfRepository:
         removed: list[Path] = self.finish_replacements()
         for entry in sorted(self.root.iterdir()):
             if entry.is_dir() and not entry.is_symlink() and name_problem(entry.name) is None:
-                removed += self.dataset(entry.name).remove_leftovers()
+                dataset = self.dataset(entry.name)
+                removed += dataset.remove_leftovers()
+                dataset.settle_alias()
         return removed
 
     def staging(self, name: str) -> Dataset:
@@ -649,7 +661,7 @@ class OdfRepository:
         """Move ``old``'s chain to the name ``new`` (a manifest's ``renamed-from`` line):
         one rename of the folder, then its ``info/alias``. The chain itself names no
         dataset, so nothing in it changes. A crash between the two leaves the old name in
-        the alias, which only kamu shows: the folder's name is the dataset's here."""
+        the alias, which the next run's ``remove_leftovers`` puts right."""
         source, target = self.folder(old), self.folder(new)
         if source.is_symlink() or target.is_symlink():
             raise DatasetPathError(self.root, old, "a linked dataset folder is not renamed")
