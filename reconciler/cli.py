@@ -284,7 +284,7 @@ def sql(
     """
     from .commands import sql as sql_command
 
-    sql_command.run(ctx.obj, query, output_format, ctx.obj.at(out), limit, select)
+    sql_command.run(ctx.obj, query, output_format, ctx.obj.out(out), limit, select)
 
 
 @app.command()

@@ -35,9 +35,7 @@ def run(
     if output_format is SqlFormat.PARQUET and out is None:
         raise usage_error("--format parquet needs --out FILE")
     if out is not None and out.resolve().is_relative_to(session.config.odf_dir.resolve()):
-        raise fail(f"error: {out}: will not write into the ODF repository")
-    if out is not None and not out.resolve().parent.is_dir():  # before the query runs
-        raise fail(f"error: cannot write {out}: no folder {out.parent}")
+        raise usage_error(f"--out {out}: will not write into the ODF repository")
     names = None
     if select:  # the lineage graph costs a read of every manifest: only when asked
         graph = {n: node.inputs for n, node in lineage_graph(session.config).nodes.items()}
