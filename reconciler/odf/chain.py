@@ -601,11 +601,67 @@ def fold(blocks: Sequence[tuple[Multihash, MetadataBlock | DataBlock]]) -> Chain
     A full integrity check folds every block of every chain, and the copy of all the
     fields was a quarter of the fold's cost. For the same reason, source states given
     as ``SourceStateFields`` are passed on as they are and built as models once, at the
-    end."""
+    end.
+
+    Most blocks of a long chain are AddData blocks that add data and break no rule;
+    ``_added_data`` applies those in a few comparisons, and every other block, or one
+    that any rule might refuse, goes through ``validate_append`` and ``changes``."""
     state = ChainState()
     fields = state.__dict__
     for block_hash, block in blocks:
+        if type(block) is DataBlock and _added_data(fields, block_hash, block):
+            continue
         validate_append(state, block)
         fields.update(state.changes(block, block_hash))
     fields.update(_state_models(fields))
     return state
+
+
+def _added_data(fields: dict[str, Any], block_hash: Multihash, block: DataBlock) -> bool:
+    """Apply to a fold's state ``fields`` an AddData block that adds data and plainly
+    passes every rule, and say so; False, with nothing changed, for any other block,
+    which ``validate_append`` then judges and words. The fold of a full integrity check
+    spent two thirds of its time in the general rules' calls for such blocks (0.45 of
+    0.69 s over 100,000 blocks), every one of them run in turn by this one process.
+
+    The conditions are those ``validate_append`` checks for a data step that is no
+    ExecuteTransform, in a chain past its Seed: ``_check_linkage``, the system time,
+    ``_require_kind``, ``_check_data_common``; a block with ``new_data`` always advances
+    (``_check_add_data``). The changes are those of ``_data_changes``, the source states
+    updated in place: the fold owns its state's dict (``changes`` copies it)."""
+    step = block.step
+    data = step.new_data
+    if data is None or step.query_inputs is not None or fields["kind"] is not DatasetKind.ROOT:
+        return False
+    head, seq, time = fields["head"], block.sequence_number, block.system_time
+    if head is None or block.prev_block_hash != head or seq != fields["sequence_number"] + 1:
+        return False
+    last_time, last_offset = fields["system_time"], fields["last_offset"]
+    if last_time is not None and _earlier(time, last_time):
+        return False
+    start, end = data.start, data.end
+    expected = 0 if last_offset is None else last_offset + 1
+    if start != expected or end < start or fields["data_schema"] is None:
+        return False
+    if step.prev_offset != last_offset or step.prev_checkpoint != fields["checkpoint"]:
+        return False
+    watermark, last_watermark = step.new_watermark, fields["watermark"]
+    if last_watermark is not None and (watermark is None or _earlier(watermark, last_watermark)):
+        return False
+    fields["head"], fields["sequence_number"], fields["system_time"] = block_hash, seq, time
+    fields["last_offset"] = end
+    fields["checkpoint"] = _new_checkpoint(step)
+    if watermark is not None:
+        fields["watermark"] = watermark
+    source_state = fields["last_source_state"] = step.new_source_state
+    if source_state is not None:
+        fields["source_states"][source_state.source_name] = source_state
+    return True
+
+
+def _earlier(time: Timestamp, other: Timestamp) -> bool:
+    """``time < other``, without the dataclass's ``__lt__``, which builds two tuples to
+    compare them: ``_added_data`` compares two times a block."""
+    return time.seconds < other.seconds or (
+        time.seconds == other.seconds and time.nanos < other.nanos
+    )
