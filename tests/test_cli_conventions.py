@@ -470,17 +470,21 @@ def test_log_takes_format_like_every_command_and_keeps_o_and_output(
 # Real processes: a missing Java, Ctrl-C
 
 
-def test_a_missing_java_is_one_line_and_exit_1(
-    applied: tuple[Path, Result], tmp_path: Path
-) -> None:
-    bin_dir = tmp_path / "bin"  # python only: no java on PATH, and no JAVA_HOME
+def without_java(tmp_path: Path) -> dict[str, str]:
+    """The environment with python and git alone on PATH: no java, and no JAVA_HOME."""
+    bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python").symlink_to(sys.executable)
     git = shutil.which("git")
     assert git is not None
     (bin_dir / "git").symlink_to(git)
-    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | {"PATH": str(bin_dir)}
-    done = process(applied[0], "verify", B, env=env)
+    return {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | {"PATH": str(bin_dir)}
+
+
+def test_a_missing_java_is_one_line_and_exit_1(
+    applied: tuple[Path, Result], tmp_path: Path
+) -> None:
+    done = process(applied[0], "verify", B, env=without_java(tmp_path))
     assert done.returncode == 1
     assert done.stderr == JAVA_MISSING
     assert normal(done.stdout) == ["0 datasets: 0 valid in N s"]
@@ -496,13 +500,7 @@ def test_a_selection_analyses_only_its_queries_and_those_it_reads(
         (copy / "datasets" / f"{name}.yaml").write_text(
             manifest(name, "Derivative", derivative_events([source], query))
         )
-    bin_dir = tmp_path / "bin"  # no Java: a plan that starts the engine says so
-    bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
-    git = shutil.which("git")
-    assert git is not None
-    (bin_dir / "git").symlink_to(git)
-    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | {"PATH": str(bin_dir)}
+    env = without_java(tmp_path)  # a plan that starts the engine says so
     runs = {select: process(copy, "plan", "-s", select, env=env) for select in (A, B, C, D)}
     assert {select: (done.returncode, done.stderr) for select, done in runs.items()} == {
         A: (0, ""),

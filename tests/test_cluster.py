@@ -89,6 +89,19 @@ def master_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             daemon.wait(timeout=60)
 
 
+def on(master: str, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``reconcile -C root args`` as a process whose Spark runs on ``master``."""
+    env = {**os.environ, "RECONCILER_SPARK_MASTER": master, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
 def build(root: Path) -> GitOpsRepo:
     repo = make_repo(root)
     derivative(
@@ -122,16 +135,7 @@ def test_a_standalone_cluster_gives_the_same_results_as_local_mode(
     master_url: str, tmp_path: Path
 ) -> None:
     on_cluster = build(tmp_path / "cluster")
-    env = {**os.environ, "RECONCILER_SPARK_MASTER": master_url, "SPARK_LOCAL_IP": "127.0.0.1"}
-    command = [sys.executable, "-m", "reconciler", "-C", str(on_cluster.root)]
-    done = subprocess.run(
-        [*command, "--system-time", "2026-01-01T00:00:00Z"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    done = on(master_url, on_cluster.root, "--system-time", WHEN)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [x for x in normal(done.stdout) if " START " not in x][-4:] == [
         "HH:MM:SS OK    org.example.prices created: 7 blocks (5 metadata), 3 records in N s",
@@ -139,9 +143,7 @@ def test_a_standalone_cluster_gives_the_same_results_as_local_mode(
         "HH:MM:SS OK    org.example.valued created: 7 blocks (5 metadata), 3 records in N s",
         "3 datasets: 3 created (9 records) in N s",
     ]
-    verify = subprocess.run(
-        [*command, "verify"], capture_output=True, text=True, env=env, timeout=600, check=False
-    )
+    verify = on(master_url, on_cluster.root, "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert normal(verify.stdout)[-2:] == [
         "org.example.valued: valid (7 block(s), 1 transform(s) replayed)",
@@ -149,14 +151,7 @@ def test_a_standalone_cluster_gives_the_same_results_as_local_mode(
     ]
     # An export's rows are written by the executors and read back by the driver.
     query = "SELECT id, value FROM `org.example.valued` ORDER BY id"
-    exported = subprocess.run(
-        [*command, "sql", "--format", "csv", query],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    exported = on(master_url, on_cluster.root, "sql", "--format", "csv", query)
     assert (exported.returncode, exported.stdout) == (0, "id,value\na,3.0\nb,6.0\nc,3.5\n")
 
     local = build(tmp_path / "local")
@@ -188,19 +183,7 @@ def test_a_cluster_without_executors_fails_the_run_saying_why_instead_of_hanging
     """Spark waits for an executor for ever; the run waited until its CI job timed out."""
     repo = build(tmp_path / "repo")
     (repo.root / "pyproject.toml").write_text("[tool.reconciler.spark]\nexecutor_wait = 3\n")
-    env = {
-        **os.environ,
-        "RECONCILER_SPARK_MASTER": master_without_workers,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    done = on(master_without_workers, repo.root, "--system-time", WHEN)
     assert done.returncode == 1, done.stdout + done.stderr
     reason = (
         f"no Spark executor to run on for 3 s (master {master_without_workers}): every"
