@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import git
+import pytest
 from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from test_cli_apply import run
 
@@ -29,6 +30,7 @@ from reconciler.gitloop.message import (
     commit_message,
     subject,
 )
+from reconciler.gitloop.worktree import CommitError, Worktree
 from reconciler.masking import referenced_secrets
 
 A = "org.example.a"
@@ -380,7 +382,8 @@ def test_an_ignore_rule_catching_chain_files_is_refused_before_anything_is_appli
     assert re.fullmatch(r"nothing applied in [\d.]+ s\n", result.stdout)
     assert result.stderr == (
         "error: --commit refused, nothing was applied: git ignores files a run must commit:"
-        f" odf/{A}/data/f1620 (.gitignore:2: data/); add the rule `!odf/**` below it,"
+        f" odf/{A}/data/{made_up(A, 'data')} (.gitignore:2: data/); add the rule `!odf/**`"
+        " below it,"
         " or the commit would leave them out\n"
     )
     assert odf_files(tmp_path / "runner") == []
@@ -416,7 +419,8 @@ def test_a_pull_request_adding_an_ignore_rule_that_catches_chain_files_fails_its
     runner.git.add(".gitignore")
     runner.index.commit("ignore our data folder")
     message = (
-        f"the rule 'data/' makes git ignore odf/{A}/data/f1620, a file a run must commit;"
+        f"the rule 'data/' makes git ignore odf/{A}/data/{made_up(A, 'data')}, a file a run"
+        " must commit;"
         " add the rule `!odf/**` below it, or apply --commit refuses to run"
     )
     pull_request = run(tmp_path / "runner", "plan", "--base", "origin/main", "--format", "json")
@@ -447,7 +451,8 @@ def test_git_attributes_that_rewrite_chain_files_fail_the_plan_and_are_refused_b
     runner.git.add(".gitattributes")
     runner.index.commit("windows line endings everywhere")
     message = (
-        f"git attribute text=set on odf/{A}/blocks/f1620, a file a run commits: git would"
+        f"git attribute text=set on odf/{A}/blocks/{made_up(A, 'blocks')}, a file a run"
+        " commits: git would"
         " rewrite its bytes on commit or checkout, and a chain file's name is the hash of its"
         " bytes. End .gitattributes with `odf/** -text -eol -filter -ident"
         " -working-tree-encoding` (`git check-attr -a` shows what sets it)"
@@ -461,7 +466,8 @@ def test_git_attributes_that_rewrite_chain_files_fail_the_plan_and_are_refused_b
     assert refused.returncode == 1
     assert refused.stderr == (
         "error: --commit refused, nothing was applied: git would rewrite files a run commits:"
-        f" text=set on odf/{A}/blocks/f1620; end .gitattributes with `odf/** -text -eol"
+        f" text=set on odf/{A}/blocks/{made_up(A, 'blocks')}; end .gitattributes with"
+        " `odf/** -text -eol"
         " -filter -ident -working-tree-encoding`, or the commit would store blocks whose bytes"
         " no longer match their hashes\n"
     )
@@ -483,10 +489,75 @@ def test_git_attributes_that_rewrite_chain_files_fail_the_plan_and_are_refused_b
     new = run(tmp_path / "runner", "plan", "--base", "origin/main", "--format", "json")
     assert new.returncode == 1
     (problem,) = json.loads(new.stdout)["problems"]
-    assert problem["message"].startswith(f"git attribute text=set on odf/{B}/blocks/f1620")
+    assert problem["message"].startswith(
+        f"git attribute text=set on odf/{B}/blocks/{made_up(B, 'blocks')}"
+    )
     refused = run(tmp_path / "runner", "apply", "--commit", "--system-time", WHEN)
     assert refused.returncode == 1
-    assert f"text=set on odf/{B}/blocks/f1620" in refused.stderr
+    assert f"text=set on odf/{B}/blocks/{made_up(B, 'blocks')}" in refused.stderr
+
+
+def made_up(dataset: str, store: str) -> str:
+    """The file name the checks look at in a folder they cannot list: as a run names."""
+    return "f1620" + hashlib.sha3_256(f"{dataset}/{store}".encode()).hexdigest()
+
+
+def test_rules_for_hash_names_are_caught_by_the_plan_and_by_the_commit(tmp_path: Path) -> None:
+    """``f1620?*`` passed the plan, which looked at ``blocks/f1620`` alone: the run then
+    committed heads whose blocks git had left out (every clone's chain broken, the
+    runner's copy thrown away), and an attribute rule for hash names broke every
+    checkout."""
+    runner = applied_branch(tmp_path, "hash-names")
+    ignore = tmp_path / "runner" / ".gitignore"
+    ignore.write_text("odf/.lock\nf1620?*\n")
+    runner.git.add(".gitignore")
+    runner.index.commit("ignore hash-named files")
+    pull_request = run(tmp_path / "runner", "plan", "--base", "origin/main", "--format", "json")
+    assert pull_request.returncode == 1
+    assert [p["location"] for p in json.loads(pull_request.stdout)["problems"]] == [
+        {"file": ".gitignore", "line": 2}
+    ]
+    ignore.write_text("odf/.lock\n")
+    attributes = tmp_path / "runner" / ".gitattributes"
+    attributes.write_text("*[0-7] text eol=crlf\n")  # half the names of each folder
+    runner.git.add(".gitignore", ".gitattributes")
+    runner.index.commit("line endings for some files")
+    pull_request = run(tmp_path / "runner", "plan", "--base", "origin/main", "--format", "json")
+    assert pull_request.returncode == 1
+    (problem,) = json.loads(pull_request.stdout)["problems"]
+    assert problem["message"].startswith("git attribute text=set on odf/")
+
+
+def test_the_commit_stages_files_an_ignore_rule_catches_and_refuses_rewritten_ones(
+    tmp_path: Path,
+) -> None:
+    """What no check before the run can foresee (a rule for one hash name): the commit
+    holds every file the run wrote, and never one git would convert."""
+    repo = git.Repo.init(tmp_path, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "reconciler")
+        cw.set_value("user", "email", "reconciler@example.org")
+    block = "f1620" + "ab" * 32
+    folder = tmp_path / "odf" / A / "blocks"
+    folder.mkdir(parents=True)
+    (folder / block).write_bytes(b"\x00block\n")
+    (tmp_path / ".gitignore").write_text(f"{block}\nodf/.lock\n")
+    (tmp_path / "odf" / ".lock").write_text("held")
+    repo.git.add(".gitignore")
+    repo.index.commit("rules")
+    tree = Worktree.open(tmp_path, tmp_path / "odf")
+    assert tree.commit("a run") is not None
+    assert repo.git.ls_files("odf").splitlines() == [f"odf/{A}/blocks/{block}"]
+    second = "f1620" + "cd" * 32
+    (folder / second).write_bytes(b"\x00other\n")
+    (tmp_path / ".gitattributes").write_text(f"{second} text eol=crlf\n")
+    with pytest.raises(CommitError) as refused:
+        tree.commit("another run")
+    assert str(refused.value) == (
+        f"git would rewrite a file this run wrote: text=set on odf/{A}/blocks/{second};"
+        " end .gitattributes with `odf/** -text -eol -filter -ident -working-tree-encoding`"
+    )
+    assert tree.staged() == []
 
 
 TRAILER_LINES = "Reconcile-Run-Id: run-1\nReconcile-Plan-Hash: ab12\nReconcile-Version: 0.1.0\n"

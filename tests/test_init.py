@@ -7,6 +7,7 @@ policies are this repository's own, and it never overwrites a file.
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import re
 import subprocess
 import sys
@@ -345,6 +346,10 @@ def test_reconcile_init_names_what_it_adds_to_the_teams_own_files(tmp_path: Path
     assert lines[-1] == f"16 files created, 1 updated in {tmp_path}: next, `reconcile plan`"
 
 
+MADE_UP = "f1620" + hashlib.sha3_256(b"<dataset>/data").hexdigest()
+"""The data file name the checks look at where no dataset folder is yet."""
+
+
 def test_reconcile_init_warns_of_what_the_repositorys_ignore_rules_keep_out_of_git(
     tmp_path: Path,
 ) -> None:
@@ -357,7 +362,7 @@ def test_reconcile_init_warns_of_what_the_repositorys_ignore_rules_keep_out_of_g
         " it will not be committed",
         "warning: git ignores sources/orders/orders-2026-01-05.csv (.gitignore:2: *.csv):"
         " it will not be committed",
-        "warning: git ignores odf/<dataset>/data/f1620 (.gitignore:1: data/): add the rule"
+        f"warning: git ignores odf/<dataset>/data/{MADE_UP} (.gitignore:1: data/): add the rule"
         " `!odf/**` below it, or the chains' files will not be committed (apply --commit"
         " refuses until then)",
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 from collections.abc import Iterable, Iterator, Sequence
@@ -351,10 +352,13 @@ class Ignored:
 
 
 def chain_paths(top: Path, odf: str, data_in_odf: bool, names: Iterable[str] = ()) -> list[str]:
-    """A path of each kind a run commits (``odf`` relative to the checkout's ``top``), in
+    """Paths of each kind a run commits (``odf`` relative to the checkout's ``top``), in
     every dataset folder there is and of every name in ``names`` (the manifests', whose
     folders a run may create), or in a made-up ``<dataset>``: an ignore rule or an
-    attribute may catch one kind of file only (``data/``), or the folders of some names."""
+    attribute may catch one kind of file only (``data/``), or the folders of some names.
+    A file is named as a run names it (``f1620`` and 64 hex digits), and up to
+    ``_SAMPLED`` of the files a folder holds are added, so a rule written for hash names
+    (``f1620?*``, ``*[0-7]``) is caught too; the commit checks the files it stages."""
     folders = sorted(
         {
             entry.name
@@ -363,9 +367,25 @@ def chain_paths(top: Path, odf: str, data_in_odf: bool, names: Iterable[str] = (
         }
         | set(names)
     ) or ["<dataset>"]
-    kinds = ["blocks/f1620", "refs/head", "info/alias"]
-    kinds += ["data/f1620", "checkpoints/f1620"] if data_in_odf else []
-    return [f"{odf}/{name}/{kind}" for name in folders for kind in kinds]
+    stores = ["blocks", *(["data", "checkpoints"] if data_in_odf else [])]
+    paths = []
+    for name in folders:
+        for store in stores:
+            made_up = "f1620" + hashlib.sha3_256(f"{name}/{store}".encode()).hexdigest()
+            held = sorted(_file_names(top / odf / name / store))[:_SAMPLED]
+            paths += [f"{odf}/{name}/{store}/{file}" for file in dict.fromkeys([made_up, *held])]
+        paths += [f"{odf}/{name}/refs/head", f"{odf}/{name}/info/alias"]
+    return paths
+
+
+_SAMPLED = 16  # files of each kind per folder: enough for a rule that matches some names
+
+
+def _file_names(folder: Path) -> list[str]:
+    try:
+        return [entry.name for entry in os.scandir(folder) if entry.is_file()]
+    except OSError:  # no such folder yet
+        return []
 
 
 def ignored_paths(repo_root: Path, paths: Sequence[str]) -> list[Ignored]:

@@ -54,7 +54,7 @@ class Change:
 
     @property
     def tracked(self) -> bool:
-        return self.index != "?"
+        return self.index not in ("?", "!")  # untracked, or ignored
 
 
 @dataclass(frozen=True)
@@ -150,9 +150,11 @@ class Worktree:
                 f"after a rejected push would discard: {_listed(modified)}"
             )
 
-    def changes(self) -> list[Change]:
-        """``git status`` of the whole checkout, untracked files one by one."""
-        out = self.repo.git.status("--porcelain=v1", "-z", "--untracked-files=all")
+    def changes(self, ignored_under_odf: bool = False) -> list[Change]:
+        """``git status`` of the whole checkout, untracked files one by one; with
+        ``ignored_under_odf``, of the ODF folder only, with the files git ignores too."""
+        scope = ["--ignored", "--", self.odf] if ignored_under_odf else []
+        out = self.repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", *scope)
         entries = iter(out.split("\0"))
         changes = []
         for entry in entries:
@@ -167,13 +169,26 @@ class Worktree:
     def commit(self, message: str) -> str | None:
         """Stage the ODF folder (and nothing else) and commit it; the new commit's sha, or
         None when nothing under it changed. ``CommitError`` with git's reason if git
-        refuses (its index locked, a full disk)."""
-        ours = [c for c in self.changes() if self._under_odf(c.path)]
+        refuses (its index locked, a full disk), or when git's attributes would rewrite a
+        file the run wrote (nothing is staged then).
+
+        Files an ignore rule catches are staged too (``--force``): ``check`` refuses the
+        rules it can foresee, but a rule may catch only some hash names (``f1620?*``),
+        and a commit without them would hold heads whose blocks no clone has."""
+        ours = [c for c in self.changes(ignored_under_odf=True) if self._under_odf(c.path)]
         stage = [c.path for c in ours if not self._transient(c.path)]
         unstage = [c.path for c in ours if c.tracked and self._transient(c.path)]
+        top = Path(self.repo.working_tree_dir or ".")
+        written = [c.path for c in ours if c.worktree != "D" and not self._transient(c.path)]
+        converted = converted_paths(top, written)
+        if converted:
+            raise CommitError(
+                f"git would rewrite a file this run wrote: {converted[0]}; end .gitattributes"
+                f" with `{self.odf}/** -text -eol -filter -ident -working-tree-encoding`"
+            )
         try:
             if stage:
-                self._with_paths(["add", "--all"], stage)
+                self._with_paths(["add", "--all", "--force"], stage)
             if unstage:
                 self._with_paths(["rm", "--cached", "--quiet"], unstage)
             if not self.staged():
