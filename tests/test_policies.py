@@ -453,6 +453,11 @@ def test_an_empty_or_missing_policies_directory_gives_no_verdicts(tmp_path: Path
     empty = _policies(tmp_path, {})
     assert empty == PolicySet()
     assert load_policies(tmp_path / "missing") == PolicySet()
+    # a folder, even one named like a rule file, holds no policy: a pull request's plan
+    # skips it (it names files), and the base's plan and runs stopped at it
+    (tmp_path / "policies" / "zz.yaml").mkdir()
+    (tmp_path / "policies" / "zz.yaml" / "README").write_text("hi\n")
+    assert load_policies(tmp_path / "policies") == PolicySet()
     assert evaluate(empty, manifest, _plan(ChangeClass.BREAKING)) == []
 
 

@@ -451,7 +451,7 @@ def load_policies(directory: Path) -> PolicySet:
     """Every policy in ``directory``: rule files ``*.yaml`` and schemas ``*.schema.json|yaml``.
 
     Files are read in name order, so verdicts come out in a stable order. A missing or
-    empty directory means no policies. Other files (a README) are ignored. A broken file
+    empty directory means no policies. Other files (a README) and folders are ignored. A broken file
     is a ``PolicyError`` (the first), naming the other broken files' errors in ``also``.
     """
     if not directory.is_dir():
@@ -460,6 +460,8 @@ def load_policies(directory: Path) -> PolicySet:
     policies: list[Policy] = []
     errors: list[PolicyError] = []
     for path in sorted(directory.iterdir()):
+        if path.is_dir():  # a folder (even one named ``x.yaml``) holds no policy
+            continue
         try:
             if path.name.endswith(SCHEMA_SUFFIXES):
                 policies.append(_load_schema_policy(path, seen))
