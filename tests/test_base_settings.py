@@ -10,10 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import git
+import pytest
 
 from reconciler.config import RepoConfig
 from reconciler.plan.model import Location
 from reconciler.planning.compose import PlanRequest, _spark_settings, make_plan
+from reconciler.planning.spark_tuning import value_problem
 
 PR_SPARK = """[tool.reconciler.spark]
 master = "local[1]"
@@ -152,7 +154,7 @@ def test_tuning_is_named_in_full_and_its_values_are_checked(tmp_path: Path) -> N
             Location(str(pr), 13),
             conf + "spark.default.parallelism",
             "Spark setting spark.default.parallelism = '2147483648' is not a whole number from"
-            " 1 to 2147483647" + stop,
+            " 1 to 100000" + stop,
         ),
         (
             Location(str(pr), 14),
@@ -174,3 +176,44 @@ def test_tuning_is_named_in_full_and_its_values_are_checked(tmp_path: Path) -> N
         conf + "spark.sql.adaptive.enabled",
         conf + "spark.sql.adaptive.customCostEvaluatorClass",
     ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "form"),
+    [
+        ("spark.network.timeout", "0s", "a duration above the executors' 10s heartbeat and"),
+        ("spark.network.timeout", "99999999999999999d", "a duration above the executors'"),
+        ("spark.driver.maxResultSize", "1b", "0 (no limit) or a size of at least 1m"),
+        ("spark.sql.files.maxPartitionBytes", "0", "a size of at least 1 byte"),
+        ("spark.memory.fraction", "0", "a number from 0.01 to 1"),
+        ("spark.memory.fraction", "1e-400", "a number from 0.01 to 1"),
+        ("spark.sql.shuffle.partitions", "2147483647", "a whole number from 1 to 100000"),
+        ("spark.sql.broadcastTimeout", "0", "a duration above 0 and at most a year"),
+    ],
+)
+def test_tuning_values_that_parse_but_stop_every_run_are_refused(
+    key: str, value: str, form: str
+) -> None:
+    """Each passed the plan and then failed every run (a journey on the wheel): a network
+    timeout below the heartbeat, a result size no collect fits, no memory for tasks,
+    partitions whose bookkeeping exhausted the heap."""
+    problem = value_problem(key, value)
+    assert problem is not None
+    assert problem.startswith(f"Spark setting {key} = {value!r} is not {form}")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("spark.network.timeout", "120s"),
+        ("spark.driver.maxResultSize", "0"),
+        ("spark.driver.maxResultSize", "2g"),
+        ("spark.sql.broadcastTimeout", "-1"),
+        ("spark.locality.wait", "0"),
+        ("spark.dynamicAllocation.executorIdleTimeout", "5000us"),
+        ("spark.executor.memory", "1024"),
+        ("spark.sql.autoBroadcastJoinThreshold", "-1"),
+    ],
+)
+def test_tuning_values_spark_takes_pass(key: str, value: str) -> None:
+    assert value_problem(key, value) is None
