@@ -250,6 +250,11 @@ def test_a_retry_does_not_extend_a_chain_the_remotes_new_commits_left_invalid(
     assert f"the remote's new commits leave the chain of {A} invalid (block #" in out + err
     assert "nothing more was applied" in out + err
     assert git.Repo(origin).commit("main").summary == "a stray edit"
+    # the summary does not count the set-aside attempt's datasets (they said 'updated')
+    assert err.splitlines()[-1].endswith(
+        "this attempt's work went with its commit, and nothing was pushed"
+    )
+    assert re.fullmatch(r"nothing applied in [\d.]+ s", out.splitlines()[-1])
 
 
 def test_two_runs_racing_a_rename_converge_without_a_false_alarm(tmp_path: Path) -> None:

@@ -128,11 +128,16 @@ def converge(
             )
             time.sleep(push.backoff(number, rng))
             push.move_to(tree, tip)
-            _verify_moved(session, tree, base)
         except (push.PushError, RefusedError) as e:
             attempt.result.error = str(e)
             attempt.code = EXIT_FAILED
             return attempt
+        try:
+            _verify_moved(session, tree, base)
+        except RefusedError as e:  # the attempt's commit is no longer the checkout's
+            why = f"{e}; this attempt's work went with its commit, and nothing was pushed"
+            result = RunResult(attempt.result.command, error=why)
+            return Attempt(result, [], EXIT_FAILED, attempt.plan_hash)
     attempt.result.error = (
         f"push rejected {attempts} times: {upstream} kept moving; the commit was not pushed"
     )
