@@ -200,7 +200,9 @@ def test_the_scaffolds_workflows_are_this_repositorys_but_for_the_pinned_package
 
 def test_the_run_summary_is_one_table_row_per_dataset(tmp_path: Path) -> None:
     """A cause of several lines (a reader's every malformed record) is its first line in
-    the table, as in the commit message: a line break would end GitHub's table there."""
+    the table, as in the commit message: a line break would end GitHub's table there.
+    It is data (a row, a file name), so it is a code span: HTML, links and mentions in it
+    were rendered."""
     assert shutil.which("jq"), "jq is not installed: apt-get install jq (.ci/run does)"
     script = dict(run_scripts(OURS[2]))["reconcile/Summary"]
     (tmp_path / "result.json").write_text(
@@ -220,7 +222,14 @@ def test_the_run_summary_is_one_table_row_per_dataset(tmp_path: Path) -> None:
                         "seconds": 0.4,
                         "error": "ReadError: y.csv: line 3: a | b\ny.csv: line 4: c",
                     },
-                ]
+                    {
+                        "name": "org.z",
+                        "status": "failed",
+                        "seconds": 0.1,
+                        "error": "row '@octocat <img src=x> [x](https://e.example) **b** `c`'",
+                    },
+                ],
+                "error": "push rejected: <b>x</b>\nsecond line",
             }
         )
     )
@@ -239,6 +248,9 @@ def test_the_run_summary_is_one_table_row_per_dataset(tmp_path: Path) -> None:
         "| Dataset | Status | Blocks | Records | Seconds | Error |\n"
         "|---|---|---:|---:|---:|---|\n"
         "| `org.x` | updated | 2 | 9 | 1.5 |  |\n"
-        "| `org.y` | failed |  |  | 0.4 | ReadError: y.csv: line 3: a \\| b |\n"
+        "| `org.y` | failed |  |  | 0.4 | `ReadError: y.csv: line 3: a \\| b` |\n"
+        "| `org.z` | failed |  |  | 0.1 |"
+        " `row '@octocat <img src=x> [x](https://e.example) **b** 'c''` |\n"
         "\n"
+        "**Stopped:** `push rejected: <b>x</b>`\n"
     )
