@@ -1129,12 +1129,16 @@ def test_a_problem_of_a_whole_file_has_no_empty_field_in_text() -> None:
 
 
 def test_a_pull_requests_text_cannot_format_link_or_mention_in_the_comment() -> None:
-    """A manifest value in a message made bold text, a link to anywhere, or a mention
-    that notified a user or team; in a code span it stays as written."""
-    files = Pending("new-files", "1 new file: **x** [y](https://e.example) @org/team a@b.c `@z *`")
+    """A manifest value in a message made bold or struck text, a link to anywhere (bare
+    addresses too), or a mention that notified a user or team; in a code span it stays
+    as written."""
+    files = Pending(
+        "new-files",
+        "1 new file: **x** [y](https://e.example) @org/team a@b.c `@z *` ~~s~~ _u_ www.e.example",
+    )
     weekly = dataclasses.replace(WEEKLY, pending=(files,))
     markdown = render_markdown(Plan(datasets=(TICKS, weekly), problems=(), root=ROOT))
     assert (
-        "- new-files: 1 new file: \\*\\*x\\*\\* \\[y\\](https://e.example)"
-        " @&#8203;org/team a@b.c `@z *`"
+        "- new-files: 1 new file: \\*\\*x\\*\\* \\[y\\](h&#8203;ttps://e.example)"
+        " @&#8203;org/team a@b.c `@z *` \\~\\~s\\~\\~ \\_u\\_ w&#8203;ww.e.example"
     ) in markdown

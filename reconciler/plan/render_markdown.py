@@ -124,8 +124,8 @@ def _inline(text: str) -> str:
     even inside a span there (and shows as ``|``). Outside code spans, ``<`` and ``&``
     are escaped: a file name or a server's message is the pull request's text, and raw
     HTML in it (``<!--`` hides the rest of the comment) would be rendered; so are ``*``,
-    ``[`` and ``]``, which would make it bold or a link, and an ``@`` that would mention
-    (notify) a user or team.
+    ``_``, ``~``, ``[`` and ``]``, which would make it bold, struck or a link, an ``@``
+    that would mention (notify) a user or team, and a bare address GitHub would link.
     """
     text = text.replace("\r\n", "\n")
     parts, last = [], 0
@@ -142,16 +142,19 @@ _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
 
 _MENTION = re.compile(r"(?<!\w)@(?=[\w-])")
+_AUTOLINK = re.compile(r"(?i)(?:https?|ftp)(?=://)|www(?=\.)")
 
 
 def _plain(text: str) -> str:
     escaped = text.replace("&", "&amp;").replace("<", "&lt;")  # ``->`` stays as it is
     # Emphasis and links: a pull request's text (a manifest value in a message) must not
     # render as bold or as a link to anywhere in the comment.
-    escaped = escaped.replace("*", "\\*").replace("[", "\\[").replace("]", "\\]")
+    escaped = re.sub(r"([*_~\[\]])", r"\\\1", escaped)
     # A zero-width space after the ``@`` (as Renovate writes it): shown the same, and
-    # GitHub notifies nobody. An address's ``@`` (after a letter) is no mention.
+    # GitHub notifies nobody. An address's ``@`` (after a letter) is no mention. One
+    # inside ``http``, ``ftp`` and ``www`` keeps a bare address from becoming a link.
     escaped = _MENTION.sub("@&#8203;", escaped)
+    escaped = _AUTOLINK.sub(lambda m: f"{m.group()[0]}&#8203;{m.group()[1:]}", escaped)
     return escaped.replace("|", "\\|").replace("\n", "<br>")
 
 
