@@ -552,6 +552,20 @@ def test_a_pull_request_whose_policies_do_not_load_is_told_where(repo: GitOpsRep
     ]
 
 
+def test_broken_policies_on_the_base_are_named_where_the_repository_has_them(
+    repo: GitOpsRepo,
+) -> None:
+    """The base's policies are read from a copy: its errors named a temporary path."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    (repo.root / "policies" / "zz.yaml").write_text("rules: {}\n")
+    repo.commit("a broken policy, merged past its failed check")
+    done = reconcile(repo, "--plan", "--base", "HEAD")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"error: {repo.root / 'policies' / 'zz.yaml'}:1: 'rules' must be a list (as HEAD has it)"
+    )
+
+
 def test_a_pull_request_that_points_policies_at_another_folder_fails_at_that_line(
     repo: GitOpsRepo,
 ) -> None:

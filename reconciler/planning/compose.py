@@ -33,7 +33,7 @@ from ..plan.confinement import manifest_problems, source_problems
 from ..plan.desired import DesiredDataset, polling_source, read_manifests, resolve_desired
 from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
 from ..plan.pending import GlobListings
-from ..plan.policies import PolicySet, evaluate, load_policies, read_override
+from ..plan.policies import PolicyError, PolicySet, evaluate, load_policies, read_override
 from ..plan.renames import find_renames, renamed
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .csv_headers import plan_header_problems
@@ -95,8 +95,27 @@ def _base_policies(config: RepoConfig, base_ref: str) -> PolicySet | None:
     """The base branch's policies; None when it has no policies folder yet."""
     with tempfile.TemporaryDirectory() as tmp:
         if gitops.export_policies(config, base_ref, Path(tmp)) is not None:
-            return load_policies(Path(tmp))
+            try:
+                return load_policies(Path(tmp))
+            except PolicyError as e:  # named as in the repository, not the copy's path
+                raise _of_base(e, Path(tmp), config, base_ref) from None
     return None
+
+
+def _of_base(error: PolicyError, copy: Path, config: RepoConfig, base_ref: str) -> PolicyError:
+    """``error`` (and those in ``also``) of the base's policies exported to ``copy``,
+    naming the file in the repository's policies folder, at ``base_ref``."""
+    found = [
+        PolicyError(
+            config.policies_dir / each.file.relative_to(copy),
+            each.line,
+            each.policy,
+            f"{each.message} (as {base_ref} has it)",
+        )
+        for each in error.each()
+    ]
+    found[0].also = tuple(found[1:])
+    return found[0]
 
 
 def _chain_verdicts(config: RepoConfig, base_ref: str, base: PolicySet | None) -> list[Verdict]:

@@ -25,6 +25,7 @@ from ..plan.desired import DesiredDataset, DesiredState, polling_source
 from ..plan.model import Action, Plan, Problem
 from ..plan.pending import NAMED_FILES, TouchedSources, at_most, files_to_read
 from ..plan.policies import field_location
+from ..wording import count
 
 HEADER_BYTES = 64 * 1024
 """The most of a file read for its header; a longer first line is not judged."""
@@ -97,9 +98,9 @@ def _mismatch(file: str, first: Sequence[str], names: Sequence[str], header: boo
     """Why the file's first record does not fit the schema's columns, or None."""
     if len(first) != len(names):
         return (
-            f"{file} has {len(first)} fields in its first line but the read schema declares"
-            f" {len(names)} columns: apply would refuse its rows, since a CSV row needs one"
-            " field for each column"
+            f"{file} has {count(len(first), 'field')} in its first line but the read schema"
+            f" declares {count(len(names), 'column')}: apply would refuse its rows, since a"
+            " CSV row needs one field for each column"
         )
     moved = _moved(first, names) if header else {}
     if not moved:
