@@ -11,8 +11,10 @@ import pytest
 from gitops_repo import T0, T1, GitOpsRepo, derivative_events, manifest, reconcile, root_events
 from gitops_repo import events as chain_events
 from pyspark.sql import SparkSession
+from typer.testing import CliRunner
 
 from reconciler.apply.outcome import Outcome, Status
+from reconciler.cli import app
 from reconciler.commands.progress import describe
 from reconciler.gitloop.message import DatasetRun, Trailers, commit_message
 from reconciler.odf import models
@@ -159,6 +161,16 @@ def test_a_rename_cut_short_between_folder_and_alias_is_settled_by_the_next_run(
     assert outcomes == {NEW: Status.UP_TO_DATE, READER: Status.UPDATED}
     assert alias.read_text() == NEW
     assert (repo.root / "odf" / READER / "info" / "alias").read_text() == READER
+
+
+def test_a_command_given_the_old_name_points_to_the_new_one(repo: GitOpsRepo) -> None:
+    rename(repo)
+    reconcile(repo.root, T1)
+    result = CliRunner().invoke(app, ["-C", str(repo.root), "log", OLD])
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: dataset {OLD!r} not found in {repo.root / 'odf'}; it was renamed to {NEW}\n",
+    )
 
 
 def test_a_comment_meant_as_a_directive_that_is_none_is_a_warning_at_its_line(

@@ -318,8 +318,12 @@ def existing(session: Session, name: str) -> Dataset:
     except DatasetPathError as e:
         raise fail(f"error: {e.reason}") from None
     if not dataset.exists():
+        from ..plan.renames import renamed_to
+
+        renamed = renamed_to(session.config, name)
         close = close_names(name, session.odf.names())
         hint = f"; did you mean {close[0]}?" if close else ""
+        hint = f"; it was renamed to {renamed}" if renamed else hint
         raise fail(f"error: dataset {name!r} not found in {session.config.odf_dir}{hint}")
     return dataset
 

@@ -14,13 +14,32 @@ The line may stay after the rename: once the new name has a chain, it says nothi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
+from ..config import RepoConfig
 from ..odf.chain import ChainState
+from ..odf.manifest import ManifestError, load_snapshots
 from ..odf.names import name_problem, shown
 from ..wording import close_names
 from .desired import DesiredState
 from .model import Location, Problem
+from .policies import find_renamed_from
+
+
+def renamed_to(config: RepoConfig, old: str) -> str | None:
+    """The name of the dataset whose manifest says it was renamed from ``old``, if one
+    does: a command given the old name (``reconcile log``) points to the new one rather
+    than saying only that it is not found."""
+    for path in config.scan_manifests().paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if old in text and any(name == old for name, _ in find_renamed_from(text)):
+            with contextlib.suppress(ManifestError):
+                return load_snapshots(path)[0].snapshot.name
+    return None
 
 
 def find_renames(
