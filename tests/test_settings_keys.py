@@ -45,7 +45,7 @@ def repo(tmp_path: Path, pyproject: str) -> Path:
         (
             '[tool.reconciler.spark]\nmaster = "local[2]"\nmastr = "local[*]"\n',
             "{path}:3: [tool.reconciler.spark] has no setting 'mastr' (did you mean master?);"
-            " its settings are master, app_name, conf",
+            " its settings are master, app_name, conf, executor_wait",
         ),
         (  # a dotted key has no line of its own to point at
             '[tool]\nreconciler.data_stor = "x"\n',
