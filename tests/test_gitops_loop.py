@@ -24,6 +24,7 @@ from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from test_cli_apply import run
 
 from reconciler.apply.outcome import Outcome, Status
+from reconciler.gitloop.gitops import attribute_source, converted_paths
 from reconciler.gitloop.message import (
     DatasetRun,
     Trailers,
@@ -465,14 +466,14 @@ def test_git_attributes_that_rewrite_chain_files_fail_the_plan_and_are_refused_b
     pull_request = run(tmp_path / "runner", "plan", "--base", "origin/main", "--format", "json")
     assert pull_request.returncode == 1, pull_request.stderr
     assert json.loads(pull_request.stdout)["problems"] == [
-        {"message": message, "location": {"file": ".gitattributes"}, "severity": "error"}
+        {"message": message, "location": {"file": ".gitattributes", "line": 2}, "severity": "error"}
     ]
     refused = run(tmp_path / "runner", "apply", "--commit", "--system-time", WHEN)
     assert refused.returncode == 1
     assert refused.stderr == (
         "error: --commit refused, nothing was applied: git would rewrite files a run commits:"
-        f" text=set on odf/{A}/blocks/{made_up(A, 'blocks')}; end .gitattributes with"
-        " `odf/** -text -eol"
+        f" text=set on odf/{A}/blocks/{made_up(A, 'blocks')} (.gitattributes:2); end"
+        " .gitattributes with `odf/** -text -eol"
         " -filter -ident -working-tree-encoding`, or the commit would store blocks whose bytes"
         " no longer match their hashes\n"
     )
@@ -560,7 +561,8 @@ def test_the_commit_stages_files_an_ignore_rule_catches_and_refuses_rewritten_on
     with pytest.raises(CommitError) as refused:
         tree.commit("another run")
     assert str(refused.value) == (
-        f"git would rewrite a file this run wrote: text=set on odf/{A}/blocks/{second};"
+        f"git would rewrite a file this run wrote: text=set on odf/{A}/blocks/{second}"
+        " (.gitattributes:1);"
         " end .gitattributes with `odf/** -text -eol -filter -ident -working-tree-encoding`"
     )
     assert tree.staged() == []
@@ -702,3 +704,24 @@ def test_a_cause_quoting_a_resolved_secret_is_masked_in_output_json_and_commit(
     assert f"- {A}: {cause}\n" in log
     for text in (done.stdout, done.stderr, log):
         assert secret not in text
+
+
+def test_the_attribute_line_that_wins_is_the_one_named(tmp_path: Path) -> None:
+    """git's ranking: ``info/attributes``, then the nearest ``.gitattributes``, and in a
+    file its last matching line; a line for other files or other values is passed over."""
+    repo = git.Repo.init(tmp_path, initial_branch="main")
+    path = f"odf/{A}/blocks/f1620{'ab' * 32}"
+    (tmp_path / ".gitattributes").write_text("odf/** text eol=crlf\n*.csv text\n")
+    nested = tmp_path / "odf" / A / ".gitattributes"
+    nested.parent.mkdir(parents=True)
+    nested.write_text("*.md text\nblocks/* text eol=crlf\nf1620* -text\nf1620ab* text\n")
+    (found,) = converted_paths(tmp_path, [path])
+    assert str(found) == f"text=set on {path}"
+    assert attribute_source(tmp_path, found) == (nested, 4)
+    info = Path(repo.git_dir) / "info" / "attributes"
+    info.write_text("# the runner's own\n*ab text\n")
+    assert attribute_source(tmp_path, found) == (info, 2)
+    nested.unlink()
+    info.unlink()
+    (eol,) = converted_paths(tmp_path, [path])
+    assert attribute_source(tmp_path, eol) == (tmp_path / ".gitattributes", 1)

@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -433,6 +434,63 @@ _REWRITING = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
 # ... but not these: git finds the blocks binary under ``text=auto``, and Git LFS gives
 # the working tree the file's own bytes back (the checkout must fetch them, ``lfs: true``).
 _KEPT = {("text", "auto"), ("filter", "lfs")}
+
+
+def attribute_source(repo_root: Path, found: Converted) -> tuple[Path, int] | None:
+    """The file and 1-based line that give ``found``'s path its attribute, or None when
+    no line names it as set (a macro, the global attributes file).
+
+    ``git check-attr`` says what a path has, not why. The files are read as git ranks
+    them, the one that wins first (``info/attributes``, then the ``.gitattributes``
+    nearest the path, up to the top one), and in each the last line that sets the
+    attribute and whose pattern matches wins; whether a pattern matches is asked of git
+    itself, as an ignore rule in an empty repository (the two share their syntax)."""
+    repo = _repo(repo_root)
+    top = Path(repo.working_tree_dir or repo_root)
+    wanted = found.attribute if found.value == "set" else f"{found.attribute}={found.value}"
+    parts = PurePosixPath(found.path).parts[:-1]
+    files = [(Path(repo.git_dir) / "info" / "attributes", "")]
+    files += [
+        (top.joinpath(*parts[:depth], ".gitattributes"), "/".join(parts[:depth]))
+        for depth in range(len(parts), -1, -1)
+    ]
+    for file, folder in files:
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        setting = [
+            (number, fields[0])
+            for number, line in enumerate(lines, start=1)
+            if (fields := line.split())
+            and not fields[0].startswith("#")
+            and not fields[0].endswith("/")
+            and wanted in fields[1:]
+        ]
+        relative = found.path[len(folder) + 1 :] if folder else found.path
+        matched = _last_match([pattern for _, pattern in setting], relative)
+        if matched is not None:
+            return file, setting[matched][0]
+    return None
+
+
+def _last_match(patterns: Sequence[str], path: str) -> int | None:
+    """The index of the last of ``patterns`` that matches ``path``, by git's rules."""
+    if not patterns:
+        return None
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run(["git", "init", "-q", scratch], check=True, capture_output=True)
+        (Path(scratch) / ".gitignore").write_text("\n".join(patterns) + "\n", encoding="utf-8")
+        done = subprocess.run(
+            ["git", "-C", scratch, "check-ignore", "--no-index", "--verbose", "-z", "--stdin"],
+            input=path.encode("utf-8") + b"\0",
+            capture_output=True,
+            check=False,
+        )
+    fields = done.stdout.decode("utf-8", "replace").split("\0")
+    if done.returncode != 0 or len(fields) < 4:
+        return None
+    return int(fields[1]) - 1
 
 
 def converted_paths(repo_root: Path, paths: Sequence[str]) -> list[Converted]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import git
 
-from .gitops import chain_paths, converted_paths, ignored_paths
+from .gitops import Converted, attribute_source, chain_paths, converted_paths, ignored_paths
 
 _IN_PROGRESS = {
     "MERGE_HEAD": "a merge",
@@ -124,7 +124,8 @@ class Worktree:
         converted = converted_paths(top, chain_files)
         if converted:
             raise RefusedError(
-                f"git would rewrite files a run commits: {converted[0]}; end .gitattributes"
+                f"git would rewrite files a run commits: {_sourced(top, converted[0])}; end"
+                " .gitattributes"
                 f" with `{self.odf}/** -text -eol -filter -ident -working-tree-encoding`, or"
                 " the commit would store blocks whose bytes no longer match their hashes"
             )
@@ -183,7 +184,8 @@ class Worktree:
         converted = converted_paths(top, written)
         if converted:
             raise CommitError(
-                f"git would rewrite a file this run wrote: {converted[0]}; end .gitattributes"
+                f"git would rewrite a file this run wrote: {_sourced(top, converted[0])}; end"
+                " .gitattributes"
                 f" with `{self.odf}/** -text -eol -filter -ident -working-tree-encoding`"
             )
         try:
@@ -245,6 +247,16 @@ class Worktree:
     def _transient(self, path: str) -> bool:
         name = path.rsplit("/", 1)[-1]
         return self._under_odf(path) and (name == ".lock" or name.startswith(".pending-"))
+
+
+def _sourced(top: Path, found: Converted) -> str:
+    """``found``, with the attributes file and line that set it when they can be told."""
+    source = attribute_source(top, found)
+    if source is None:
+        return str(found)
+    file, line = source
+    shown = file.relative_to(top).as_posix() if file.is_relative_to(top) else str(file)
+    return f"{found} ({shown}:{line})"
 
 
 def _listed(paths: list[str]) -> str:

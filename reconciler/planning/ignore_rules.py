@@ -59,14 +59,19 @@ def rewritten_chain_problems(
         return []
     top, first = found
     shown_odf = shown_path(config.odf_dir, config.root)
+    source = gitops.attribute_source(top, first)
     attributes = top / ".gitattributes"
+    if source is not None:
+        where: Location | None = Location(str(source[0]), source[1])
+    else:
+        where = Location(str(attributes)) if attributes.is_file() else None
     return [
         Problem(
             f"git attribute {first}, a file a run commits: git would rewrite its"
             " bytes on commit or checkout, and a chain file's name is the hash of its bytes."
             f" End .gitattributes with `{shown_odf}/** -text -eol -filter -ident"
             " -working-tree-encoding` (`git check-attr -a` shows what sets it)",
-            location=Location(str(attributes)) if attributes.is_file() else None,
+            location=where,
             severity=_severity(pull_request),
         )
     ]
