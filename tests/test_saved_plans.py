@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
 from test_cli_apply import run
+
+from reconciler.gitloop.fingerprints import differences
+from reconciler.plan.model import Fingerprints
 
 A = "org.example.a"
 B = "org.example.b"
@@ -252,3 +256,15 @@ def test_a_stale_saved_plan_is_refused_before_its_queries_are_analysed_again(
     assert planned.stderr.startswith("analysing 1 query on Spark")
     repo.write(A, described("Readings, corrected"))
     assert_refused(repo, path, f"manifest datasets/{A}.yaml changed")
+
+
+def test_a_chain_moved_to_another_name_is_told_as_a_rename() -> None:
+    """It read as one chain removed and another created, both with the same head."""
+    saved = Fingerprints("1", heads=(("a", "f1"), ("b", "f2"), ("c", "f3")))
+    now = replace(saved, heads=(("b", "f9"), ("d", "f3"), ("e", "f4"), ("z", "f1")))
+    assert differences(saved, now) == [
+        "chain a renamed to z (head f1)",
+        "chain head of b moved: planned at f2, now f9",
+        "chain c renamed to d (head f3)",
+        "chain e created (head f4)",
+    ]

@@ -116,9 +116,16 @@ def _files(
 
 def _heads(saved: dict[str, str], current: dict[str, str]) -> list[str]:
     found = []
+    gone = {head: name for name, head in saved.items() if name not in current}
+    new = {head: name for name, head in current.items() if name not in saved}
+    moved = {gone[head]: new[head] for head in gone.keys() & new.keys()}  # a rename
     for name in sorted(saved.keys() | current.keys()):
         was, now = saved.get(name), current.get(name)
-        if now is None:
+        if name in moved:
+            found.append(f"chain {name} renamed to {moved[name]} (head {was})")
+        elif name in moved.values():
+            continue
+        elif now is None:
             found.append(f"chain {name} removed (its head was {was})")
         elif was is None:
             found.append(f"chain {name} created (head {now})")
