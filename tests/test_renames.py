@@ -194,11 +194,21 @@ def test_a_comment_meant_as_a_directive_that_is_none_is_a_warning_at_its_line(
             " `# reconcile: renamed-from: <old name>`, in lower case, each with a value",
             dataset=NEW,
             location=Location(str(repo.root / "datasets" / f"{NEW}.yaml"), at),
+            field="reconcile-directive",
             severity=Severity.WARNING,
         )
         for at, line in enumerate(lines, start=1)
     ]
     assert [d.renamed_from for d in plan.datasets if d.name == NEW] == [None]
+    # in a pull request it is an error: the mistyped rename there deletes a chain
+    repo.commit("base")
+    (repo.root / "datasets" / f"{NEW}.yaml").write_text(
+        "# reconcile: renamed-from org.example.a\n" + manifest(NEW, "Root", root_events())
+    )
+    pull_request = make_plan(repo.config, PlanRequest(base_ref="HEAD", prune=True))
+    assert [(p.severity, p.location) for p in pull_request.problems if p.dataset == NEW] == [
+        (Severity.ERROR, Location(str(repo.root / "datasets" / f"{NEW}.yaml"), 1))
+    ]
 
 
 def test_a_rename_onto_a_name_that_has_a_chain_of_its_own_is_an_error(

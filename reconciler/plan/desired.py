@@ -19,6 +19,10 @@ from ..wording import close_names, count, quoted
 from .model import Location, Problem, Severity
 from .policies import find_near_misses, find_override, find_renamed_from
 
+NEAR_MISS = "reconcile-directive"
+"""The field of the warning about a comment meant as a directive but none; a pull
+request's plan makes it an error (``planning.compose``)."""
+
 
 @dataclass(frozen=True)
 class DesiredDataset:
@@ -177,6 +181,7 @@ def resolve_desired(manifests: Manifests, known_ids: dict[str, str]) -> DesiredS
                 " `# reconcile: renamed-from: <old name>`, in lower case, each with a value",
                 dataset=name,
                 location=Location(str(item.file), at),
+                field=NEAR_MISS,
                 severity=Severity.WARNING,
             )
             for comment, at in find_near_misses(text)

@@ -30,8 +30,14 @@ from ..plan.builder import (
     read_actual,
 )
 from ..plan.confinement import manifest_problems, source_problems
-from ..plan.desired import DesiredDataset, polling_source, read_manifests, resolve_desired
-from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Verdict
+from ..plan.desired import (
+    NEAR_MISS,
+    DesiredDataset,
+    polling_source,
+    read_manifests,
+    resolve_desired,
+)
+from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Severity, Verdict
 from ..plan.pending import GlobListings
 from ..plan.policies import PolicyError, PolicySet, evaluate, load_policies, read_override
 from ..plan.renames import find_renames, renamed
@@ -239,6 +245,11 @@ def make_plan(
     problems += manifest_problems(scan.refused)
     problems += source_problems(config.root, allowed, desired.datasets.values())
     pull_request = request.base_ref is not None
+    if pull_request:  # a misspelt renamed-from there deletes a chain, unreviewed as such
+        desired.problems = [
+            replace(p, severity=Severity.ERROR) if p.field == NEAR_MISS else p
+            for p in desired.problems
+        ]
     problems += ignored_chain_problems(config, pull_request, desired.datasets)
     problems += rewritten_chain_problems(config, pull_request, desired.datasets)
     if base is not None:
