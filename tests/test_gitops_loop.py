@@ -725,3 +725,24 @@ def test_the_attribute_line_that_wins_is_the_one_named(tmp_path: Path) -> None:
     info.unlink()
     (eol,) = converted_paths(tmp_path, [path])
     assert attribute_source(tmp_path, eol) == (tmp_path / ".gitattributes", 1)
+
+
+def test_verify_says_when_git_attributes_rewrote_the_chain_files_it_finds_changed(
+    tmp_path: Path,
+) -> None:
+    """Every chain of a checkout made under ``odf/** text eol=crlf`` read as tampered
+    with, and nothing said that git, which holds the right bytes, converted them."""
+    runner = applied_branch(tmp_path, "crlf")
+    (tmp_path / "runner" / ".gitattributes").write_text("odf/** text eol=crlf\n")
+    runner.git.rm("-q", "--cached", "-r", "odf")
+    runner.git.checkout("HEAD", "--", "odf")  # checked out again, as a clone would be
+    done = run(tmp_path / "runner", "verify", "--integrity")
+    assert done.returncode == 1
+    assert f"{A}: invalid" in done.stdout
+    assert done.stdout.splitlines()[-2] == (
+        f"hint: .gitattributes:1: git attribute text=set on odf/{A}/blocks/"
+        f"{made_up(A, 'blocks')}, a file a run commits: git would rewrite its bytes on commit"
+        " or checkout, and a chain file's name is the hash of its bytes. End .gitattributes"
+        " with `odf/** -text -eol -filter -ident -working-tree-encoding` (`git check-attr -a`"
+        " shows what sets it)"
+    )

@@ -7,10 +7,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from ..config import shown_path
 from ..gitloop.gitops import GitError
 from ..inspection.verify import Verdict, changes_since, verify_change, verify_dataset
 from ..wording import count
@@ -97,6 +99,7 @@ def run(
     everything = base is None and set(checked) == set(repo.names())
     if everything and code == EXIT_OK and all(v.valid for v in verdicts):
         _report_unnamed(session, repo, verdicts, as_json)
+    _hint_rewritten(session, verdicts, as_json)
     if base is not None:
         blocks, files = sum(v.blocks for v in verdicts), sum(v.files for v in verdicts)
         session.say(
@@ -106,6 +109,32 @@ def run(
             err=as_json,
         )
     _finish(session, result, verdicts, code, as_json)
+
+
+def _hint_rewritten(session: Session, verdicts: list[Verdict], as_json: bool) -> None:
+    """When files' bytes no longer match their hashes and git's attributes rewrite chain
+    files, say so: such a checkout reads as tampered with, though git still holds the
+    right bytes (a rule like ``odf/** text eol=crlf`` converted them on checkout)."""
+    changed = any(
+        "was changed: its bytes hash to" in str(p) or "do not match physical hash" in str(p)
+        for v in verdicts
+        for p in v.problems
+    )
+    if not changed:
+        return
+    from ..planning.ignore_rules import rewritten_chain_problems
+
+    try:
+        found = rewritten_chain_problems(session.config, pull_request=False)
+    except GitError:
+        return
+    for problem in found:
+        where = ""
+        if problem.location is not None:
+            at = problem.location
+            shown = shown_path(Path(at.file), session.config.root)
+            where = f"{shown}:{at.line}: " if at.line else f"{shown}: "
+        session.say(f"hint: {where}{problem.message}", err=as_json)
 
 
 def _report_unnamed(
