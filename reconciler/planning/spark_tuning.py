@@ -118,6 +118,9 @@ COUNT_OR_ZERO = ValueForm("a whole number from 0 to 2147483647", _count(0))
 PARTITIONS = ValueForm(f"a whole number from 1 to {_MAX_PARTITIONS}", _count(1, _MAX_PARTITIONS))
 MEMORY = ValueForm("a memory size of at least 450m (a unit: 512m, 4g)", _memory)
 SIZE = ValueForm("a size of at least 1 byte (bytes, or with a unit: 64m, 4g)", _size(1))
+# A read split into partitions of a few bytes runs a task per few bytes: "1" made the
+# ingest of a 47 KB file take three minutes.
+PARTITION_BYTES = ValueForm("a size of at least 1m (64m, 128m)", _size(2**20))
 SIZE_OR_ZERO = ValueForm("a size (bytes, or with a unit: 64m, 4g)", _size(0))
 RESULT_SIZE = ValueForm(
     "0 (no limit) or a size of at least 1m", lambda v: _size(2**20)(v) or _bytes(v) == 0
@@ -150,7 +153,7 @@ FACTOR = ValueForm("a number above 0", _positive_number)
 TUNING: Mapping[str, ValueForm] = {
     "spark.sql.shuffle.partitions": PARTITIONS,
     "spark.default.parallelism": PARTITIONS,
-    "spark.sql.files.maxPartitionBytes": SIZE,
+    "spark.sql.files.maxPartitionBytes": PARTITION_BYTES,
     "spark.sql.files.openCostInBytes": SIZE_OR_ZERO,
     "spark.sql.autoBroadcastJoinThreshold": SIZE_OR_OFF,
     "spark.sql.broadcastTimeout": BROADCAST_TIMEOUT,
