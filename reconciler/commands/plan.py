@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from ..config import ConfigError
+from ..config import ConfigError, shown_path
 from ..gitloop import fingerprints, saved_plan
 from ..gitloop.gitops import GitError
 from ..odf import models
@@ -78,7 +78,9 @@ def make(session: Session, request: PlanRequest, select: list[str] | None) -> Pl
         elif counter.datasets:  # only queries outside the selection: drawn without them
             plan = make_plan(session.config, replace(request, analysed=analysed), _QueryCounter())
     except PolicyError as e:
-        raise fail("\n".join(f"error: {each}" for each in e.each())) from None
+        root = session.config.root
+        lines = [f"error: {each.shown(shown_path(each.file, root))}" for each in e.each()]
+        raise fail("\n".join(lines)) from None
     except (GitError, ConfigError) as e:
         raise fail(f"error: {e}") from None
     plan = replace(plan, fingerprints=taken)

@@ -108,8 +108,14 @@ class PolicyError(ValueError):
         self.policy = policy
         self.message = message
         self.also: tuple[PolicyError, ...] = ()
-        where = f"{file}:{line}"
-        super().__init__(f"{where}: {policy}: {message}" if policy else f"{where}: {message}")
+        super().__init__(self.shown(file))
+
+    def shown(self, file: Path | str) -> str:
+        """The error with its file written as ``file`` (relative to the repository, say)."""
+        where = f"{file}:{self.line}"
+        return (
+            f"{where}: {self.policy}: {self.message}" if self.policy else f"{where}: {self.message}"
+        )
 
     def each(self) -> tuple[PolicyError, ...]:
         """This error and those of the other broken files (``load_policies`` reads every
