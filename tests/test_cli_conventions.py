@@ -423,6 +423,11 @@ def test_a_selection_leaving_out_an_input_with_no_chain_fails_its_plan(
         result = cli(root, *command, "-s", B)
         assert result.exit_code == 1, result.output
         assert expected in result.output.splitlines(), result.output
+    # the run's result names the first error: the scheduled job's summary shows it
+    refused = cli(root, "apply", "-s", B, "--format", "json")
+    assert json.loads(refused.stdout)["error"] == (
+        f"the plan has 1 error, so nothing was applied; the first: {expected.strip()}"
+    )
     assert not (root / "odf").exists() or not any((root / "odf").rglob("blocks/*"))
     assert cli(root, "plan", "-s", f"+{B}").exit_code == 0
 

@@ -11,16 +11,19 @@ import os
 import sys
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import NoReturn
 
 import typer
 
 from ..apply.outcome import Outcome, Status
 from ..apply.run import apply_plan
+from ..config import shown_path
 from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
 from ..odf.lock import LockHolder, RepositoryLockedError
-from ..plan.model import Action, Plan
+from ..plan.model import Action, Location, Plan, Severity
+from ..wording import count
 from . import interrupt, loop
 from . import plan as plan_command
 from .common import (
@@ -54,7 +57,7 @@ def run(session: Session, options: RunOptions) -> None:
     first = _make(session, options)
     if first.planned.shown.has_errors:
         _show(session, options, first.planned.shown, as_json)
-        refused = _refused(first)
+        refused = _refused(session, first)
         _finish(session, refused.result, [], refused.code, as_json)
     problem = session.store_problem()
     if problem is not None:
@@ -134,10 +137,33 @@ def _show(session: Session, options: RunOptions, shown: Plan, as_json: bool) -> 
         (sys.stderr if as_json else sys.stdout).write(text)
 
 
-def _refused(made: _Made) -> loop.Attempt:
+def _refused(session: Session, made: _Made) -> loop.Attempt:
+    """A run whose plan has errors: its result names the first, so the scheduled job's
+    summary says why the whole repository stalls, not only that it does."""
+    plan = made.planned.shown
+    errors = [
+        f"{_where(session, p.location)}{p.dataset + ': ' if p.dataset else ''}{p.message}"
+        for p in plan.problems
+        if p.severity is Severity.ERROR
+    ]
+    errors += [
+        f"{v.dataset + ': ' if v.dataset else ''}{v.policy}: {v.message}"
+        for v in plan.verdicts
+        if v.severity is Severity.ERROR
+    ]
     result = RunResult("apply")
-    result.error = "the plan has errors: nothing was applied"
+    result.error = (
+        f"the plan has {count(len(errors), 'error')}, so nothing was applied; the first:"
+        f" {errors[0]}"
+    )
     return loop.Attempt(result, [], EXIT_FAILED, made.plan_hash)
+
+
+def _where(session: Session, location: Location | None) -> str:
+    if location is None:
+        return ""
+    line = f":{location.line}" if location.line else ""
+    return f"{shown_path(Path(location.file), session.config.root)}{line}: "
 
 
 def _plan_and_apply(
@@ -148,7 +174,7 @@ def _plan_and_apply(
     shown = planned.shown
     _show(session, options, shown, as_json)
     if shown.has_errors:
-        return _refused(made)
+        return _refused(session, made)
     result = RunResult("apply")
     if not _confirmed(shown, options.yes):
         result.error = "apply cancelled: nothing was written"
