@@ -338,7 +338,8 @@ def test_a_run_whose_git_commit_fails_leaves_its_work_for_the_next_run_to_commit
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert failed.stderr.splitlines()[-1] == (
         "error: git commit failed: the disk is full; the chains this run advanced are valid"
-        " and left uncommitted: the next --commit run commits them"
+        " and left uncommitted in this checkout: the next --commit run in it commits them (a"
+        " CI checkout thrown away loses them, and the next scheduled run does the work again)"
     )
     assert (runner / "odf" / ".lock").read_bytes() != b""  # the record stays
     assert git.Repo(origin).commit("main").summary == "datasets"

@@ -100,8 +100,9 @@ def converge(
             # so the next run commits it as it would a killed run's.
             leave_record(session.odf.root)
             attempt.result.error = (
-                f"{e}; the chains this run advanced are valid and left uncommitted: the "
-                "next --commit run commits them"
+                f"{e}; the chains this run advanced are valid and left uncommitted in this"
+                " checkout: the next --commit run in it commits them (a CI checkout thrown"
+                " away loses them, and the next scheduled run does the work again)"
             )
             attempt.code = EXIT_FAILED
             return attempt
