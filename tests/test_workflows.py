@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -143,14 +144,59 @@ def test_the_comment_is_posted_by_a_workflow_run_that_never_checks_out_code() ->
 def test_the_plan_installs_the_base_branchs_reconciler_and_plans_the_pull_request_once() -> None:
     scripts = dict(run_scripts(OURS[1]))
     assert scripts["plan/Install the base branch's reconciler"] == "pip install ./base"
-    plans = [line for line in scripts["plan/plan"].splitlines() if "reconcile" in line]
+    plans = [line.strip() for line in scripts["plan/plan"].splitlines() if "reconcile" in line]
     assert plans == [
         'reconcile -C pr plan --detailed-exitcode --prune --base "origin/$BASE_REF" \\',
         "reconcile -C pr show ../plan/plan.json --format markdown --out ../plan/plan.md",
     ]
-    assert scripts["plan/Verify the changed chains"] == (
-        'reconcile -C pr verify --integrity --base "origin/$BASE_REF"'
+
+
+def test_a_plan_stopped_before_it_plans_leaves_its_error_for_the_comment(tmp_path: Path) -> None:
+    """A setting the reconciler refuses stopped the plan before it wrote anything, and the
+    comment said only that "a step before it failed (the chains … did not verify, say)"."""
+    scripts = dict(run_scripts(OURS[1]))
+    pr = tmp_path / "pr"
+    repo = subprocess.run(["git", "init", "-q", "-b", "main", str(pr)], check=True)
+    assert repo.returncode == 0
+    (pr / "pyproject.toml").write_text(
+        '[tool.reconciler.spark.conf]\n"spark.sql.ansi.enabled" = "false"\n'
     )
+    for args in (
+        ["add", "-A"],
+        ["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", "-C", str(pr), *args], check=True)
+    subprocess.run(
+        ["git", "-C", str(pr), "update-ref", "refs/remotes/origin/main", "HEAD"], check=True
+    )
+    (tmp_path / "plan").mkdir()
+    env = {
+        **os.environ,
+        "BASE_REF": "main",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    done = {
+        step: subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", scripts[step]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for step in ("plan/Verify the changed chains", "plan/plan")
+    }
+    assert done["plan/Verify the changed chains"].returncode == 0
+    assert done["plan/plan"].returncode == 1
+    said = (tmp_path / "plan" / "errors.txt").read_text()
+    assert said == (
+        "error: Spark conf spark.sql.ansi.enabled='false' is not allowed: the reconciler"
+        " requires 'true'\n"
+    )
+    assert done["plan/plan"].stderr == said
+    assert sorted(p.name for p in (tmp_path / "plan").iterdir()) == ["errors.txt", "exit-code"]
+    verify = scripts["plan/Verify the changed chains"]
+    assert 'reconcile -C pr verify --integrity --base "origin/$BASE_REF"' in verify
 
 
 def test_reconcile_runs_one_at_a_time_and_pushes_the_chains_itself() -> None:
