@@ -143,7 +143,8 @@ def reconcile(
         raise usage_error(f"{flag} {where if takes else f'is not an option of {command}'}")
     # A command's own --help is answered anywhere, as the top-level one is.
     helping = any(arg in ("--help", "-h") for arg in ctx.meta.get("command_args", ()))
-    if command != "init" and not helping and not is_repository(config):
+    # init makes a repository; show renders a plan artifact a reviewer downloaded.
+    if command not in ("init", "show") and not helping and not is_repository(config):
         raise not_a_repository(config)
     if command is None:
         _plan_or_apply(session, options)

@@ -363,21 +363,15 @@ def test_show_renders_a_saved_json_plan_exactly_as_the_plan_itself(
     saved = tmp_path / "plan.json"
     assert plan(repo, "--format", "json", "--out", str(saved)).returncode == 1
     direct = plan(repo, "--format", output_format)
+    # where a reviewer downloaded the plan artifact: no repository needed
+    elsewhere = tmp_path / "downloads"
+    elsewhere.mkdir()
     shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reconciler",
-            "-C",
-            str(repo.root),
-            "show",
-            str(saved),
-            "--format",
-            output_format,
-        ],
+        [sys.executable, "-m", "reconciler", "show", str(saved), "--format", output_format],
         capture_output=True,
         text=True,
         check=False,
+        cwd=elsewhere,
     )
     assert (shown.returncode, shown.stderr) == (0, "")
     assert shown.stdout == direct.stdout
