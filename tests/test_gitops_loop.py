@@ -33,6 +33,8 @@ from reconciler.gitloop.message import (
 )
 from reconciler.gitloop.worktree import CommitError, Worktree
 from reconciler.masking import referenced_secrets
+from reconciler.plan.model import Location, Severity
+from reconciler.planning.compose import PlanRequest, make_plan
 
 A = "org.example.a"
 B = "org.example.b"
@@ -746,3 +748,29 @@ def test_verify_says_when_git_attributes_rewrote_the_chain_files_it_finds_change
         " with `odf/** -text -eol -filter -ident -working-tree-encoding` (`git check-attr -a`"
         " shows what sets it)"
     )
+
+
+def test_a_local_plan_warns_of_source_files_git_ignores(tmp_path: Path) -> None:
+    """A team's ``*.csv`` rule: the plan listed the file as pending, no commit carried
+    it, and neither the pull request nor the scheduled run ever saw it."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    repo.write(A, root(A, "s0"))
+    folder = repo.root / "sources" / "s0"
+    folder.mkdir(parents=True)
+    (repo.root / ".gitignore").write_text("odf/.lock\n*.csv\n")
+    (folder / "part-0.csv").write_text(CSV_A)
+    repo.commit("datasets")
+    git.Repo(repo.root).git.add("-f", "sources/s0/part-0.csv")  # tracked: not ignored
+    git.Repo(repo.root).index.commit("the first file, added on purpose")
+    (folder / "part-1.csv").write_text(CSV_A)
+    (folder / "part-2.csv").write_text(CSV_A)
+    plan = make_plan(repo.config, PlanRequest())
+    assert [(p.message, p.location, p.severity) for p in plan.problems] == [
+        (
+            "git ignores 2 files this dataset reads (sources/s0/part-1.csv (.gitignore:2:"
+            " *.csv)): no commit carries them, so neither a pull request nor the scheduled"
+            " run sees them; add `!sources/s0/part-1.csv` below the rule, or move the files",
+            Location(str(repo.root / ".gitignore"), 2),
+            Severity.WARNING,
+        )
+    ]

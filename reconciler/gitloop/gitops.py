@@ -389,16 +389,18 @@ def _file_names(folder: Path) -> list[str]:
         return []
 
 
-def ignored_paths(repo_root: Path, paths: Sequence[str]) -> list[Ignored]:
+def ignored_paths(repo_root: Path, paths: Sequence[str], tracked_too: bool = True) -> list[Ignored]:
     """Those of ``paths`` (relative to the top of the checkout; they need not exist) that
-    git's ignore rules leave out, tracked or not: a rule written for other files (a team's
-    ``data/``) can catch what a run must commit, and git then drops it without a word."""
+    git's ignore rules leave out, tracked or not (``tracked_too``; else untracked only):
+    a rule written for other files (a team's ``data/``) can catch what a run must commit,
+    and git then drops it without a word."""
     if not paths:
         return []
     repo = _repo(repo_root)
     top = repo.working_tree_dir or str(repo_root)
+    index = ["--no-index"] if tracked_too else []
     done = subprocess.run(
-        ["git", "-C", top, "check-ignore", "--no-index", "--verbose", "-z", "--stdin"],
+        ["git", "-C", top, "check-ignore", *index, "--verbose", "-z", "--stdin"],
         input="\0".join(paths).encode("utf-8"),
         capture_output=True,
         check=False,

@@ -44,7 +44,11 @@ from ..plan.renames import find_renames, renamed
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .csv_headers import plan_header_problems
 from .engine_settings_change import engine_setting_problems
-from .ignore_rules import ignored_chain_problems, rewritten_chain_problems
+from .ignore_rules import (
+    ignored_chain_problems,
+    ignored_source_problems,
+    rewritten_chain_problems,
+)
 from .policy_change import policy_change_problems
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending
@@ -265,6 +269,8 @@ def make_plan(
 
     stale = _stale_overrides(config, request.base_ref, desired.datasets.values())
     matched = _glob_matches(config.root, allowed, desired.datasets.values())
+    if not pull_request:  # a pull request's checkout holds no file git ignores
+        problems += ignored_source_problems(config, matched)
     touched = touched_sources(config, request.base_ref, matched, actual)
     options = PlanOptions(
         prune=request.prune,

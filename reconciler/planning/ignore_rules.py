@@ -14,14 +14,14 @@ them too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from ..config import RepoConfig, shown_path
 from ..gitloop import gitops
 from ..plan.model import Location, Problem, Severity
-from ..wording import quoted
+from ..wording import count, quoted
 
 _Found = TypeVar("_Found")
 
@@ -75,6 +75,43 @@ def rewritten_chain_problems(
             severity=_severity(pull_request),
         )
     ]
+
+
+def ignored_source_problems(
+    config: RepoConfig, matched: Mapping[str, Sequence[Path]]
+) -> list[Problem]:
+    """A warning for each dataset that reads files git ignores (a team's ``*.csv`` rule):
+    a local plan lists them as pending, but no pull request carries them, and the
+    scheduled run never sees them. Tracked files are not ignored, whatever the rules."""
+    try:
+        top = gitops.top_of(config.root)
+    except gitops.GitError:
+        return []
+    owners: dict[str, str] = {}
+    for name, files in matched.items():
+        for file in files:
+            path = file.resolve()
+            if path.is_relative_to(top):
+                owners[path.relative_to(top).as_posix()] = name
+    found: dict[str, list[gitops.Ignored]] = {}
+    for each in gitops.ignored_paths(top, sorted(owners), tracked_too=False):
+        found.setdefault(owners[each.path], []).append(each)
+    problems = []
+    for name, ignored in sorted(found.items()):
+        first = ignored[0]
+        rules = top / first.source
+        problems.append(
+            Problem(
+                f"git ignores {count(len(ignored), 'file')} this dataset reads ({first}): no"
+                " commit carries them, so neither a pull request nor the scheduled run sees"
+                f" them; add `!{shown_path(top / first.path, config.root)}`"
+                " below the rule, or move the files",
+                dataset=name,
+                location=Location(str(rules), first.line) if rules.is_file() else None,
+                severity=Severity.WARNING,
+            )
+        )
+    return problems
 
 
 def _severity(pull_request: bool) -> Severity:
