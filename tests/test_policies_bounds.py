@@ -14,6 +14,7 @@ code rather than the end of the test session.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -235,11 +236,15 @@ except PolicyError as e:
 
 
 def test_a_policy_that_is_not_a_regular_file_is_an_error(tmp_path: Path) -> None:
+    """A pipe named like a rule file would block the read; a folder so named holds no
+    policy and is passed over, as a pull request's plan passes over its files."""
     directory = tmp_path / "policies"
     (directory / "a.yaml").mkdir(parents=True)
+    os.mkfifo(directory / "b.yaml")
     with pytest.raises(PolicyError) as caught:
         load_policies(directory)
-    assert str(caught.value) == f"{directory / 'a.yaml'}:1: not a regular file"
+    assert str(caught.value) == f"{directory / 'b.yaml'}:1: not a regular file"
+    assert caught.value.also == ()
 
 
 def test_json_escapes_and_numbers_within_bounds_still_load(tmp_path: Path) -> None:
