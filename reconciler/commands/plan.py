@@ -69,8 +69,8 @@ def make(session: Session, request: PlanRequest, select: list[str] | None) -> Pl
         # A selection's run reads what its datasets read as it is: queries outside both
         # are neither run nor judged, as dbt compiles only the models it builds.
         analysed = None if selected is None else with_inputs(graph, selected)
-        needed = [d for d in _to_analyse(plan, counter) if analysed is None or d in analysed]
-        if needed:
+        if any(analysed is None or d in analysed for d in counter.datasets):
+            needed = [d for d in _to_analyse(plan, counter) if analysed is None or d in analysed]
             queries = count(len(needed), "query", "queries")
             session.say(f"analysing {queries} on Spark…", err=True)
             with session.engine_start():
