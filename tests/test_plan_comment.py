@@ -189,8 +189,12 @@ def test_a_pull_request_that_changes_its_workflows_is_flagged_and_fails(
         {"pr-number": "7", "exit-code": "0; curl evil", "plan.md": PLAN_MD},
         {"pr-number": "7", "exit-code": "0"},
         {"pr-number": "7"},  # the chains did not verify: the plan step never ran
+        {  # what verify said: quoted as an indented code block, so nothing renders
+            "pr-number": "7",
+            "errors.txt": "org.example.a: invalid (block #3: <b>x</b> @octocat)\n",
+        },
     ],
-    ids=["errors", "forged-exit-code", "no-plan", "verify-failed"],
+    ids=["errors", "forged-exit-code", "no-plan", "verify-failed", "verify-said"],
 )
 def test_a_failed_or_missing_plan_fails_the_status(
     tmp_path: Path, workflow: Path, artifact: dict[str, str]
@@ -201,10 +205,16 @@ def test_a_failed_or_missing_plan_fails_the_status(
     (comment, state) = writes(calls)
     assert comment[2]["body"].startswith("<!-- reconcile-plan -->\n")
     assert state == status("failure", "the plan found errors or could not be computed")
-    if "plan.md" not in artifact:
-        assert (
-            "The plan could not be computed: a step before it failed (the chains this\n"
-            in (comment[2]["body"])
+    if "errors.txt" in artifact:
+        assert comment[2]["body"] == (
+            "<!-- reconcile-plan -->\nThe plan could not be computed; see"
+            f" [the run]({RUN_URL}). The reconciler said:\n\n"
+            "    org.example.a: invalid (block #3: <b>x</b> @octocat)\n"
+        )
+    elif "plan.md" not in artifact:
+        assert comment[2]["body"] == (
+            "<!-- reconcile-plan -->\nThe plan could not be computed: a step before it"
+            f" failed; see\n[the run]({RUN_URL}).\n"
         )
 
 
