@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import heapq
 import os
 import re
 import subprocess
@@ -373,7 +374,7 @@ def chain_paths(top: Path, odf: str, data_in_odf: bool, names: Iterable[str] = (
     for name in folders:
         for store in stores:
             made_up = "f1620" + hashlib.sha3_256(f"{name}/{store}".encode()).hexdigest()
-            held = sorted(_file_names(top / odf / name / store))[:_SAMPLED]
+            held = heapq.nsmallest(_SAMPLED, _file_names(top / odf / name / store))
             paths += [f"{odf}/{name}/{store}/{file}" for file in dict.fromkeys([made_up, *held])]
         paths += [f"{odf}/{name}/refs/head", f"{odf}/{name}/info/alias"]
     return paths
