@@ -13,6 +13,7 @@ Nothing here reads a file: paths are resolved (``realpath`` and ``stat``), never
 from __future__ import annotations
 
 import errno
+import fnmatch
 import glob
 import os
 from collections.abc import Iterable
@@ -26,7 +27,9 @@ __all__ = [
     "SourceRoots",
     "check_written",
     "file_url_path",
+    "glob_folder",
     "glob_matches",
+    "glob_would_match",
 ]
 
 # errno values meaning "not there (yet)": a source may be declared before its data lands.
@@ -122,6 +125,53 @@ def glob_matches(written: str, roots: SourceRoots, base_dir: Path) -> list[Path]
     return matches
 
 
+def glob_folder(written: str, base_dir: Path) -> Path:
+    """The folder (or, with no wildcard, the file) every match of the ``FilesGlob`` path
+    ``written`` lies under: where to look for matches that are gone."""
+    return Path(os.path.normpath(_split(written, base_dir)[0]))
+
+
+def glob_would_match(written: str, base_dir: Path, path: Path) -> bool:
+    """Whether ``glob_matches`` would give ``path`` for ``written`` were it there: a file
+    git says was deleted cannot be listed. Each part as fnmatch reads it, ``**`` any
+    number of folders, and no wildcard matches a hidden name (``_expand``'s rules)."""
+    folder, wild = _split(written, base_dir)
+    try:
+        parts = path.relative_to(os.path.normpath(folder)).parts
+    except ValueError:
+        return False
+    if wild[-1:] == ("**",):
+        return False  # pathlib's last ``**`` gives folders only, never a file
+    reached = {0}  # how many of path's parts the pattern's parts so far can take
+    for part in wild:
+        if part == "**":  # any run of folders whose names are not hidden
+            grown: set[int] = set()
+            for end in sorted(reached):
+                while end not in grown:
+                    grown.add(end)
+                    if end == len(parts) or parts[end].startswith("."):
+                        break
+                    end += 1
+            reached = grown
+        else:
+            reached = {i + 1 for i in reached if i < len(parts) and _fits(parts[i], part)}
+    return len(parts) in reached
+
+
+def _fits(name: str, pattern: str) -> bool:
+    return (pattern.startswith(".") or not name.startswith(".")) and fnmatch.fnmatchcase(
+        name, pattern
+    )
+
+
+def _split(written: str, base_dir: Path) -> tuple[Path, tuple[str, ...]]:
+    """A ``FilesGlob`` path's fixed part, joined to ``base_dir`` (nothing resolved), and
+    its parts from the first wildcard on."""
+    parts = Path(written).parts
+    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    return base_dir.joinpath(*parts[:fixed]), parts[fixed:]
+
+
 def _expand(pattern: str) -> list[Path]:
     """The paths ``pattern`` matches, as ``glob.glob`` matches them, except that ``**``
     never descends into a symlinked folder: two links to ``.`` made glob's walk
@@ -148,11 +198,10 @@ def _confined_pattern(written: str, roots: SourceRoots, base_dir: Path) -> str:
     part before the first wildcard must resolve under a root, and no ``..`` may follow a
     wildcard (what it climbs out of depends on what matches)."""
     check_written(written)
-    parts = Path(written).parts
-    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
-    if ".." in parts[fixed:]:
+    folder, wild = _split(written, base_dir)
+    if ".." in wild:
         raise OutsideError("has '..' after a wildcard, which could lead anywhere")
-    roots.confine(base_dir.joinpath(*parts[:fixed]))
+    roots.confine(folder)
     if os.path.isabs(written):
         return written
     return os.path.join(glob.escape(str(base_dir)), written)

@@ -29,7 +29,7 @@ from reconciler.ingest.pull import IngestContext
 from reconciler.odf import Timestamp, models
 from reconciler.odf.repository import OdfRepository
 from reconciler.planning.compose import PlanRequest, make_plan
-from reconciler.source_paths import SourceRoots, glob_matches
+from reconciler.source_paths import SourceRoots, glob_folder, glob_matches, glob_would_match
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -214,6 +214,65 @@ def test_a_double_star_glob_never_descends_into_a_symlinked_folder(tmp_path: Pat
         manifest("org.example.a", '{kind: FilesGlob, path: "sources/**/orders-*.csv"}')
     )
     assert problems(root) == []
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "sources/*.csv",
+        "sources/orders/orders-*.csv",
+        "sources/**/orders-*.csv",
+        "sources/**/*.csv",
+        "sources/**",
+        "**/*.csv",
+        "sources/*/orders-?.csv",
+        "sources/**/[a-o]*-[!2].csv",
+        "sources/.hidden/*.csv",
+        "./sources/../sources/orders/*.csv",
+        "sources/orders/orders-1.csv",
+    ],
+)
+def test_a_deleted_file_is_judged_by_the_globs_own_rules(tmp_path: Path, written: str) -> None:
+    """A plan asks whether a file git says was deleted was one of a glob's matches, which
+    cannot be listed any more: the answer must be the listing's for every file that is
+    there (hidden names, ``**`` at any depth, character classes), and no file outside
+    the glob's fixed folder matches."""
+    root, _ = make_repo(tmp_path)
+    names = [
+        "sources/a.csv",
+        "sources/.b.csv",
+        "sources/orders/orders-1.csv",
+        "sources/orders/orders-2.csv",
+        "sources/orders/deep/orders-3.csv",
+        "sources/orders/deep/x.txt",
+        "sources/.hidden/orders-4.csv",
+        "sources/.hidden/deeper/orders-5.csv",
+        "other/orders-6.csv",
+        "top.csv",
+    ]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("a,b\n1,x\n")
+    matches = glob_matches(written, SourceRoots.of(root), root)
+    listed = {Path(os.path.normpath(p)) for p in matches if p.is_file()}
+    judged = {root / name for name in names if glob_would_match(written, root, root / name)}
+    assert judged == listed
+
+
+def test_a_globs_fixed_folder_and_its_matches_of_files_that_are_gone(tmp_path: Path) -> None:
+    """Where a plan looks for deleted matches (the fixed part, ``..`` and ``.`` taken as
+    written), and which paths count."""
+    root = tmp_path
+    assert glob_folder("sources/**/orders-*.csv", root) == root / "sources"
+    assert glob_folder("./a/../b/*.csv", root) == root / "b"
+    assert glob_folder("b/c.csv", root) == root / "b" / "c.csv"
+    assert glob_would_match("sources/**/orders-*.csv", root, root / "sources/x/y/orders-1.csv")
+    assert not glob_would_match("sources/**/orders-*.csv", root, root / "sources/.x/orders-1.csv")
+    assert not glob_would_match("sources/*.csv", root, root / "sources/x/a.csv")
+    assert not glob_would_match("sources/*.csv", root, root / "elsewhere/a.csv")
+    # a hostile pattern of many ** stays polynomial
+    many = "/".join(["**"] * 200) + "/x.csv"
+    assert not glob_would_match(many, root, root.joinpath(*["d"] * 60, "y.csv"))
 
 
 def git_repo(root: Path) -> git.Repo:

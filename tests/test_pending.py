@@ -250,6 +250,52 @@ def test_a_file_the_pull_request_adds_behind_what_the_base_ingested_since_is_an_
     )
 
 
+def test_a_source_file_the_chain_read_that_is_deleted_is_a_warning(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """The chain keeps a deleted file's rows, but a recreate reads every file again and
+    would be refused, so deleting a file already read is worth a reviewer's look; one
+    not read yet is not. With every file gone, the glob's folder is still searched."""
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n")
+    reconcile(repo.root, T0)
+    ran = repo.commit("ingested a.csv and b.csv")
+    (repo.root / "sources" / "c.csv").write_text("a,b\n3,z\n")
+    repo.commit("c.csv, not ingested yet")
+    git.Repo(repo.root).git.switch("-q", "-c", "pr")
+    (repo.root / "sources" / "a.csv").unlink()
+    (repo.root / "sources" / "c.csv").unlink()
+    repo.commit("a pull request deleting a.csv and c.csv")
+    plan = make_plan(repo.config, PlanRequest(base_ref="main"))
+    assert plan.problems == (
+        Problem(
+            f"sources/a.csv, deleted by this pull request, was ingested by {NAME} already: its"
+            f" rows stay in the chain, but {NAME} can no longer be recreated (a recreate reads"
+            " every file again), so no breaking change to it can be applied; keep the file"
+            " (git restore --source main -- sources/a.csv) unless it never will be",
+            dataset=NAME,
+            location=Location(str(repo.root / "datasets" / f"{NAME}.yaml"), 8, 38),
+            field="content.metadata[0].fetch.path",
+            severity=Severity.WARNING,
+        ),
+    )
+    assert plan.exit_code(detailed=True) == 0
+    # Without a base, against the commit of the chain's last run: every file gone.
+    (repo.root / "sources" / "b.csv").unlink()
+    (repo.root / "sources").rmdir()
+    nothing, *found = make_plan(repo.config, PlanRequest()).problems
+    assert nothing.message == "FilesGlob path 'sources/*.csv' matches no file"
+    assert [(p.message.split(" already")[0], p.severity) for p in found] == [
+        (
+            f"sources/{name}.csv, deleted since commit {ran[:7]} (the last to advance its"
+            f" chain), was ingested by {NAME}",
+            Severity.WARNING,
+        )
+        for name in ("a", "b")
+    ]
+    assert f"(git restore --source {ran[:12]} -- sources/b.csv)" in found[1].message
+
+
 def test_the_scheduled_runs_partial_clone_fails_on_a_file_merged_behind_the_last_one_read(
     repo: GitOpsRepo, spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -24,7 +24,7 @@ from ..ingest.fetch import EventTimeError, event_time_from_name
 from ..odf import models
 from ..odf.chain import ChainState
 from .desired import DesiredDataset, polling_source
-from .model import Pending, Problem, Severity
+from .model import Location, Pending, Problem, Severity
 from .patterns import regex_problem
 from .policies import field_location
 
@@ -36,17 +36,17 @@ GlobListings = Mapping[str, Sequence[str]]
 
 
 class TouchedFile(NamedTuple):
-    """A file of a ``FilesGlob`` source that a pull request, or the working tree, added
-    or modified."""
+    """A file of a ``FilesGlob`` source that a pull request, or the working tree, added,
+    modified or deleted."""
 
     path: str
     """As the repository shows it: ``sources/orders/orders-2026-01-05.csv``."""
-    status: Literal["added", "modified"]
+    status: Literal["added", "modified", "deleted"]
 
 
 class TouchedSources(NamedTuple):
-    """The files of a dataset's ``FilesGlob`` added or modified since a point at which
-    its chain had ingested every file up to ``last_read``, in name order."""
+    """The files of a dataset's ``FilesGlob`` added, modified or deleted since a point at
+    which its chain had ingested every file up to ``last_read``, in name order."""
 
     files: tuple[TouchedFile, ...]
     last_read: str
@@ -152,20 +152,25 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
     commits and the working tree since the chain's last committed run) added or modified
     that no apply will ever read: a ``FilesGlob`` reads files once, in name order, after
     the last one its chain ingested, so an edit to a file already ingested, or a new file
-    whose name sorts before that one, is ignored and the apply says "up to date". (A
-    chain read again from every file, created or recreated, has none: ``touched`` is then
+    whose name sorts before that one, is ignored and the apply says "up to date". A
+    warning for each file it deleted that the chain had read (``_deleted``). (A chain
+    read again from every file, created or recreated, has none: ``touched`` is then
     None.)"""
     if touched is None:
         return []
     after = touched.last_read
     index, source = polling_source(ds.snapshot)
     location = field_location(ds.loaded, ("content", "metadata", index, "fetch", "path"))
+    field = f"content.metadata[{index}].fetch.path"
     problems = []
     for file in touched.files:
         name = PurePosixPath(file.path).name
         # An added file named as the last one ingested was ingested by this very chain:
         # the pull request changed the chain too, which the chain policy judges.
         if name > after or (name == after and file.status == "added"):
+            continue
+        if file.status == "deleted":
+            problems.append(_deleted(ds, file, touched, location, field))
             continue
         new_file = f"a new file whose name sorts after {after}"
         rows = _where_rows_go(source.merge if source else None, new_file)
@@ -183,10 +188,32 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
                 f" order, so {fix}",
                 dataset=ds.name,
                 location=location,
-                field=f"content.metadata[{index}].fetch.path",
+                field=field,
             )
         )
     return problems
+
+
+def _deleted(
+    ds: DesiredDataset,
+    file: TouchedFile,
+    touched: TouchedSources,
+    location: Location | None,
+    field: str,
+) -> Problem:
+    """A warning for a file the chain read that is deleted: its rows stay in the chain,
+    but a recreate reads every file again and would be refused (``plan.recreate``), so
+    a breaking change to the dataset could never be carried out."""
+    return Problem(
+        f"{file.path}, deleted {touched.by}, was ingested by {ds.name} already: its rows"
+        f" stay in the chain, but {ds.name} can no longer be recreated (a recreate reads"
+        " every file again), so no breaking change to it can be applied; keep the file"
+        f" (git restore --source {touched.since} -- {file.path}) unless it never will be",
+        dataset=ds.name,
+        location=location,
+        field=field,
+        severity=Severity.WARNING,
+    )
 
 
 def _where_rows_go(merge: models.MergeStrategy | None, new_file: str) -> str:

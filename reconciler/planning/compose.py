@@ -155,21 +155,28 @@ def _names(matched: Mapping[str, Sequence[Path]]) -> GlobListings:
     return {name: tuple(sorted(m.name for m in paths)) for name, paths in matched.items()}
 
 
+def _glob_paths(manifests: Iterable[DesiredDataset]) -> dict[str, str]:
+    """The path of each dataset's ``FilesGlob`` source in force, as written."""
+    paths: dict[str, str] = {}
+    for ds in manifests:
+        _, source = polling_source(ds.snapshot)
+        if source is not None and isinstance(source.fetch, models.FetchStepFilesGlob):
+            paths[ds.name] = source.fetch.path
+    return paths
+
+
 def _glob_matches(
     root: Path, allowed: Sequence[Path], manifests: Iterable[DesiredDataset]
 ) -> dict[str, list[Path]]:
     """The files each dataset's ``FilesGlob`` source in force matches now."""
     roots = SourceRoots.of(root, allowed)
     matched: dict[str, list[Path]] = {}
-    for ds in manifests:
-        _, source = polling_source(ds.snapshot)
-        if source is None or not isinstance(source.fetch, models.FetchStepFilesGlob):
-            continue
+    for name, written in _glob_paths(manifests).items():
         try:
-            matches = glob_matches(source.fetch.path, roots, root)
+            matches = glob_matches(written, roots, root)
         except OutsideError:
             continue
-        matched[ds.name] = [m for m in matches if m.is_file()]
+        matched[name] = [m for m in matches if m.is_file()]
     return matched
 
 
@@ -271,7 +278,8 @@ def make_plan(
     matched = _glob_matches(config.root, allowed, desired.datasets.values())
     if not pull_request:  # a pull request's checkout holds no file git ignores
         problems += ignored_source_problems(config, matched)
-    touched = touched_sources(config, request.base_ref, matched, actual)
+    globs = _glob_paths(desired.datasets.values())
+    touched = touched_sources(config, request.base_ref, globs, matched, actual)
     options = PlanOptions(
         prune=request.prune,
         base_ref=request.base_ref,

@@ -3,7 +3,9 @@
 A ``FilesGlob`` reads each file once, in name order, after the last one its chain
 ingested, so an edit to an ingested file, or a new file whose name sorts before the
 last one, is never read, and every apply after says "up to date"
-(``pending.unread_changes`` words it). Which files changed depends on a point at which
+(``pending.unread_changes`` words it). A deleted file the chain had read is a
+warning: the chain keeps its rows, but the dataset could never be recreated. Which files
+changed depends on a point at which
 the chain's last file is known:
 
 - a pull request's plan (``--base``): what it adds or modifies since it branched, against
@@ -20,6 +22,7 @@ the chain's last file is known:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,7 @@ from ..odf.chain import ChainState
 from ..odf.codec import BlockDecodeError, decode_block
 from ..odf.multiformat import Multihash
 from ..plan.pending import TouchedFile, TouchedSources, last_file, last_file_of
+from ..source_paths import glob_folder, glob_would_match
 
 _WALK_ROUNDS = 64
 """Blocks walked back from a head to its newest ``AddData`` (a round of one ``git
@@ -41,16 +45,18 @@ many metadata changes since its last ingest would get there."""
 def touched_sources(
     config: RepoConfig,
     base_ref: str | None,
+    globs: Mapping[str, str],
     matched: Mapping[str, list[Path]],
     actual: Mapping[str, ChainState],
 ) -> dict[str, TouchedSources]:
-    """Per dataset with a chain, the files its ``FilesGlob`` matches that were added or
-    modified since the point the module's docstring describes, with the chain's last
-    file at that point; datasets with nothing to judge are left out."""
-    chained = {
-        name: paths
+    """Per dataset with a chain, the files its ``FilesGlob`` (``globs``, as written)
+    matches that were added or modified since the point the module's docstring
+    describes, and those it would match that were deleted, with the chain's last file
+    at that point; datasets with nothing to judge are left out."""
+    chained = {  # as git names them: ``..`` in a glob's fixed part taken as written
+        name: {Path(os.path.normpath(path)) for path in paths}
         for name, paths in matched.items()
-        if paths and last_file(actual.get(name)) is not None
+        if last_file(actual.get(name)) is not None
     }
     if not chained:
         return {}
@@ -64,19 +70,21 @@ def touched_sources(
     touched: dict[str, TouchedSources] = {}
     for ref in sorted({point.since for point in points.values()}):
         names = [name for name, point in points.items() if point.since == ref]
-        folders = sorted({path.parent for name in names for path in chained[name]})
+        # a glob's fixed folder, where files it matched may have been deleted from
+        folders = sorted({glob_folder(globs[name], config.root) for name in names})
         try:
             changes = gitops.changed_files(config.root, ref, config.root, folders)
         except gitops.GitError:
             if base_ref is not None:
                 raise
             continue
-        statuses = {config.root / path: status for status, path in changes if status != "deleted"}
+        statuses = sorted((config.root / path, status) for status, path in changes)
         for name in names:
             files = tuple(
-                TouchedFile(shown_path(path, config.root), statuses[path])
-                for path in chained[name]
-                if path in statuses
+                TouchedFile(shown_path(path, config.root), status)
+                for path, status in statuses
+                if path in chained[name]
+                or (status == "deleted" and glob_would_match(globs[name], config.root, path))
             )
             if files:
                 touched[name] = points[name]._replace(files=files)
