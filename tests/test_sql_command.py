@@ -398,6 +398,26 @@ def test_engine_errors_are_one_line_with_exit_1(root: Path) -> None:
     )
 
 
+def test_a_dataset_named_by_its_old_name_says_what_it_was_renamed_to(root: Path) -> None:
+    """A query saved before a rename names the old dataset: as ``reconcile log`` does,
+    the error names the new one, in the table and in the streamed formats."""
+    path = root / "datasets" / f"{STOCK}.yaml"
+    text = path.read_text()
+    old = "org.example.old-stock"
+    path.write_text(f"# reconcile: renamed-from: {old}\n{text}")
+    try:
+        results = [sql(root, *fmt, f"SELECT * FROM `{old}`") for fmt in ([], ["--format", "csv"])]
+    finally:
+        path.write_text(text)
+    for result in results:
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            1,
+            "",
+            f"error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `{old}` cannot be found:"
+            f" {old} was renamed to `{STOCK}`\n",
+        )
+
+
 def test_nothing_is_ever_written_to_the_odf_repository(built: Built) -> None:
     """Run last: the folder is as ingest left it, after every query above."""
     inside = built.root / "odf" / STOCK / "data" / "result.csv"

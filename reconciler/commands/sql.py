@@ -18,6 +18,7 @@ from ..inspection.sql import (
     stream_sql,
 )
 from ..lineage.graph import lineage_graph
+from ..plan.renames import renamed_to
 from ..writer.scratch import scratch_dir
 from .common import JavaNotFound, Session, fail, selection, usage_error
 from .options import SqlFormat
@@ -40,11 +41,18 @@ def run(
     if select:  # the lineage graph costs a read of every manifest: only when asked
         graph = {n: node.inputs for n, node in lineage_graph(session.config).nodes.items()}
         names = selection(graph, select)
+
+    def renamed(table: str) -> str | None:
+        """Asked only of a table not found: reads the manifests."""
+        return renamed_to(session.config, table)
+
     try:
         spark = session.spark()
         if output_format is SqlFormat.TABLE:
             rows = TABLE_LIMIT if limit is None else limit
-            result = run_sql(spark, session.odf, query, rows, count_total=True, names=names)
+            result = run_sql(
+                spark, session.odf, query, rows, count_total=True, names=names, renamed=renamed
+            )
             if out is None:
                 sys.stdout.write(render_table(result))
             else:
@@ -53,7 +61,9 @@ def run(
         # Every row: written by Spark's tasks and streamed, never collected whole.
         with scratch_dir(session.config.work_dir, "sql-") as scratch:
             fmt = output_format.value
-            streamed = stream_sql(spark, session.odf, query, Path(scratch), fmt, limit, names)
+            streamed = stream_sql(
+                spark, session.odf, query, Path(scratch), fmt, limit, names, renamed
+            )
             if out is not None:
                 export(streamed, out)
             else:

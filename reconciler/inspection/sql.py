@@ -58,6 +58,9 @@ from ..odf.timestamps import Timestamp
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+Renamed = Callable[[str], str | None]
+"""The new name of a dataset renamed from the one given, if a manifest says so."""
+
 TABLE_LIMIT = 100
 """Rows the table shows unless told otherwise; the other formats give every row."""
 
@@ -102,14 +105,16 @@ def run_sql(
     limit: int | None = None,
     count_total: bool = False,
     names: Collection[str] | None = None,
+    renamed: Renamed = lambda _: None,
 ) -> SqlResult:
     """Run ``query`` over the repository's datasets and fetch at most ``limit`` rows.
 
     With ``count_total``, a result cut by the limit is counted in full (a second run of
     the query); otherwise ``total`` is the number of rows fetched when nothing was cut,
-    and None when something was. ``names`` limits the views to those datasets.
+    and None when something was. ``names`` limits the views to those datasets;
+    ``renamed`` gives the new name of a dataset renamed, for a query that names the old.
     """
-    frame = analyse(spark, repo, query, names)
+    frame = analyse(spark, repo, query, names, renamed)
     try:
         if limit is None:
             return SqlResult(frame.toArrow(), None)
@@ -151,6 +156,7 @@ def stream_sql(
     output_format: str,
     limit: int | None = None,
     names: Collection[str] | None = None,
+    renamed: Renamed = lambda _: None,
 ) -> StreamedResult:
     """Run ``query`` (its first ``limit`` rows, when given) with every row written by
     Spark's tasks beneath ``scratch``, which must outlive the result: rendered as
@@ -163,7 +169,7 @@ def stream_sql(
 
     if output_format not in ("csv", "json", "parquet"):
         raise SqlError(f"{output_format} cannot be streamed")
-    frame = analyse(spark, repo, query, names)
+    frame = analyse(spark, repo, query, names, renamed)
     if output_format != "csv":  # JSON keys and Parquet columns: CSV takes any header
         _require_distinct(frame.columns)
     if limit is not None:
@@ -191,7 +197,11 @@ def _rendered(output_format: str, schema: pa.Schema, batch: pa.RecordBatch) -> b
 
 
 def analyse(
-    spark: SparkSession, repo: OdfRepository, query: str, names: Collection[str] | None = None
+    spark: SparkSession,
+    repo: OdfRepository,
+    query: str,
+    names: Collection[str] | None = None,
+    renamed: Renamed = lambda _: None,
 ) -> DataFrame:
     """The sandboxed, analysed query over the dataset views it names (of ``names``, when
     given); nothing has run yet. Only the datasets the query names are read: their
@@ -210,7 +220,7 @@ def analyse(
     def hint(message: str, _: Sequence[str]) -> str:
         """Against every dataset, not just the views registered; no list of them, which
         would name those with no data too."""
-        reason = partial(_missing_dataset, datasets=datasets, selected=selected)
+        reason = partial(_missing_dataset, datasets=datasets, selected=selected, renamed=renamed)
         return with_view_hint(message, datasets, reason, listed=False)
 
     try:
@@ -225,14 +235,18 @@ def analyse(
 
 
 def _missing_dataset(
-    table: str, datasets: list[str], selected: Collection[str] | None
+    table: str, datasets: list[str], selected: Collection[str] | None, renamed: Renamed
 ) -> str | None:
-    """Why a dataset the query names is not a view: ``--select`` left it out, or it has
-    no data yet (a view needs a schema)."""
+    """Why a dataset the query names is not a view: ``--select`` left it out, it has
+    no data yet (a view needs a schema), or it was renamed (a query saved before the
+    rename, as ``reconcile log`` says for the old name)."""
     same = [n for n in datasets if n.lower() == table.lower()]
     if same and selected is not None and same[0] not in selected:
         return f"{same[0]} is not among the datasets --select chose"
-    return f"{same[0]} has no data yet" if same else None
+    if same:
+        return f"{same[0]} has no data yet"
+    new = renamed(table)
+    return None if new is None else f"{table} was renamed to `{new}`"
 
 
 def dataset_views(
