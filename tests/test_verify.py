@@ -147,6 +147,30 @@ def test_a_flipped_byte_is_caught(
     assert lines[-1] == "1 dataset: 0 valid, 1 invalid in N s"
 
 
+@pytest.mark.parametrize(
+    ("target", "damage", "changed"),
+    [
+        (head_block, lambda p: p.write_bytes(p.read_bytes() + b"\r\n"), True),
+        (data_file, lambda p: p.write_bytes(p.read_bytes() + b"\r"), True),
+        (checkpoint_file, flip_middle_byte, True),
+        (data_file, Path.unlink, False),
+    ],
+    ids=["block-crlf", "data-longer", "checkpoint-flipped", "data-missing"],
+)
+def test_a_file_whose_bytes_changed_is_told_from_one_that_is_gone(
+    repo: GitOpsRepo,
+    target: Callable[[Dataset], Path],
+    damage: Callable[[Path], object],
+    changed: bool,
+) -> None:
+    """A file there with other bytes (size or hash) is what a rewriting git attribute
+    leaves, and ``verify`` then names the attribute; a missing file is not that."""
+    ds = repo.odf.dataset(SCALED)
+    damage(target(ds))
+    (problem,) = inspect_dataset(ds).problems
+    assert problem.changed is changed
+
+
 def test_a_missing_data_file_is_caught(repo: GitOpsRepo) -> None:
     path = data_file(repo.odf.dataset(SCALED))
     path.unlink()

@@ -115,12 +115,7 @@ def _hint_rewritten(session: Session, verdicts: list[Verdict], as_json: bool) ->
     """When files' bytes no longer match their hashes and git's attributes rewrite chain
     files, say so: such a checkout reads as tampered with, though git still holds the
     right bytes (a rule like ``odf/** text eol=crlf`` converted them on checkout)."""
-    changed = any(
-        "was changed: its bytes hash to" in str(p) or "do not match physical hash" in str(p)
-        for v in verdicts
-        for p in v.problems
-    )
-    if not changed:
+    if not any(problem.changed for verdict in verdicts for problem in verdict.problems):
         return
     from ..planning.ignore_rules import rewritten_chain_problems
 

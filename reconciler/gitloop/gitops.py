@@ -496,6 +496,12 @@ def _last_match(patterns: Sequence[str], path: str) -> int | None:
     return int(fields[1]) - 1
 
 
+def attributes_unset(odf: str) -> str:
+    """The ``.gitattributes`` line, to end the file with, that turns off every rewrite
+    ``converted_paths`` finds for the chain folder ``odf``: what each refusal advises."""
+    return f"`{odf}/** -text -eol -filter -ident -working-tree-encoding`"
+
+
 def converted_paths(repo_root: Path, paths: Sequence[str]) -> list[Converted]:
     """Those of ``paths`` (relative to the top of the checkout; they need not exist) that
     git's attributes (``.gitattributes``, ``info/attributes``, the global file) make it

@@ -23,7 +23,14 @@ from pathlib import Path
 
 import git
 
-from .gitops import Converted, attribute_source, chain_paths, converted_paths, ignored_paths
+from .gitops import (
+    Converted,
+    attribute_source,
+    attributes_unset,
+    chain_paths,
+    converted_paths,
+    ignored_paths,
+)
 
 _IN_PROGRESS = {
     "MERGE_HEAD": "a merge",
@@ -125,9 +132,8 @@ class Worktree:
         if converted:
             raise RefusedError(
                 f"git would rewrite files a run commits: {_sourced(top, converted[0])}; end"
-                " .gitattributes"
-                f" with `{self.odf}/** -text -eol -filter -ident -working-tree-encoding`, or"
-                " the commit would store blocks whose bytes no longer match their hashes"
+                f" .gitattributes with {attributes_unset(self.odf)}, or the commit would"
+                " store blocks whose bytes no longer match their hashes"
             )
         changes = [c for c in self.changes() if not self._transient(c.path)]
         under = [c.path for c in changes if self._under_odf(c.path)]
@@ -185,8 +191,7 @@ class Worktree:
         if converted:
             raise CommitError(
                 f"git would rewrite a file this run wrote: {_sourced(top, converted[0])}; end"
-                " .gitattributes"
-                f" with `{self.odf}/** -text -eol -filter -ident -working-tree-encoding`"
+                f" .gitattributes with {attributes_unset(self.odf)}"
             )
         try:
             if stage:

@@ -57,6 +57,10 @@ class IntegrityProblem:
     sequence_number: int | None = None
     fatal: bool = True
     """False for a warning: a derivative's data file re-encoded with the same records."""
+    changed: bool = False
+    """The file is there but its bytes are not those its name or block records (size or
+    hash): what a git attribute that rewrites files on checkout does, which ``verify``
+    then explains."""
 
     def __str__(self) -> str:
         where = f"block #{self.sequence_number}: " if self.sequence_number is not None else ""
@@ -211,7 +215,7 @@ def _chain_problem(error: Exception) -> IntegrityProblem:
         return IntegrityProblem(error.message, error.sequence_number)
     if isinstance(error, BlockHashMismatchError):
         return IntegrityProblem(
-            f"block {error.expected} was changed: its bytes hash to {error.actual}"
+            f"block {error.expected} was changed: its bytes hash to {error.actual}", changed=True
         )
     if isinstance(error, BlockNotFoundError):
         return IntegrityProblem(f"block {error.hash} is missing")
@@ -365,10 +369,12 @@ def _check_named(
     problem = _check_file(full, described.size, described.physical_hash, what)
     if problem is None:
         return None
-    if isinstance(described, models.DataSlice) and full.exists():
+    changed = full.is_file() and not full.is_symlink()
+    if isinstance(described, models.DataSlice) and changed:
         same_records, explained = _check_logical(full, described)
-        return IntegrityProblem(f"{problem}; {explained}", seq, not (same_records and derivative))
-    return IntegrityProblem(problem, seq)
+        fatal = not (same_records and derivative)
+        return IntegrityProblem(f"{problem}; {explained}", seq, fatal, changed)
+    return IntegrityProblem(problem, seq, changed=changed)
 
 
 def _size_problem(
@@ -408,13 +414,13 @@ def _check_stored(
     else:
         message = f"{what} file bytes do not match physical hash {hash_}"
     if not isinstance(described, models.DataSlice):
-        return IntegrityProblem(message, seq)
+        return IntegrityProblem(message, seq, changed=True)
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / hash_
         with store.open(hash_, kind) as stream, open(copy, "wb") as out:
             shutil.copyfileobj(stream, out, _CHUNK)
         same_records, explained = _check_logical(copy, described)
-    return IntegrityProblem(f"{message}; {explained}", seq, not (same_records and derivative))
+    return IntegrityProblem(f"{message}; {explained}", seq, not (same_records and derivative), True)
 
 
 def _check_changed(dataset: Dataset, path: str, derivative: bool) -> list[IntegrityProblem] | None:
@@ -428,7 +434,9 @@ def _check_changed(dataset: Dataset, path: str, derivative: bool) -> list[Integr
         actual = block_hash(full.read_bytes())
         if actual == name:
             return []
-        return [IntegrityProblem(f"block {name} was changed: its bytes hash to {actual}")]
+        return [
+            IntegrityProblem(f"block {name} was changed: its bytes hash to {actual}", changed=True)
+        ]
     if folder not in ("data", "checkpoints") or "/" in name:
         return None
     if physical_hash(full) == name:

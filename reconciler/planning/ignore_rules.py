@@ -69,8 +69,8 @@ def rewritten_chain_problems(
         Problem(
             f"git attribute {first}, a file a run commits: git would rewrite its"
             " bytes on commit or checkout, and a chain file's name is the hash of its bytes."
-            f" End .gitattributes with `{shown_odf}/** -text -eol -filter -ident"
-            " -working-tree-encoding` (`git check-attr -a` shows what sets it)",
+            f" End .gitattributes with {gitops.attributes_unset(shown_odf)}"
+            " (`git check-attr -a` shows what sets it)",
             location=where,
             severity=_severity(pull_request),
         )
