@@ -399,9 +399,10 @@ def ignored_paths(repo_root: Path, paths: Sequence[str], tracked_too: bool = Tru
         return []
     repo = _repo(repo_root)
     top = repo.working_tree_dir or str(repo_root)
-    index = ["--no-index"] if tracked_too else []
+    # Always without the index: git 2.39 then took 2.9 s for 1,000 paths in an index of
+    # 100,000 files, against 0.01 s; tracked paths are left out below instead.
     done = subprocess.run(
-        ["git", "-C", top, "check-ignore", *index, "--verbose", "-z", "--stdin"],
+        ["git", "-C", top, "check-ignore", "--no-index", "--verbose", "-z", "--stdin"],
         input="\0".join(paths).encode("utf-8"),
         capture_output=True,
         check=False,
@@ -416,6 +417,18 @@ def ignored_paths(repo_root: Path, paths: Sequence[str], tracked_too: bool = Tru
         source, line, pattern, path = fields[i : i + 4]
         if not pattern.startswith("!"):  # a negation that matched keeps the path
             found.append(Ignored(path, source, int(line), pattern))
+    if found and not tracked_too:
+        folders = sorted({PurePosixPath(each.path).parent.as_posix() for each in found})
+        listed = subprocess.run(
+            ["git", "-C", top, "--literal-pathspecs", "ls-files", "-z", "--", *folders],
+            capture_output=True,
+            check=False,
+        )
+        if listed.returncode != 0:
+            reason = _first_line(listed.stderr.decode("utf-8", "replace"))
+            raise GitError(f"cannot list the tracked files: {reason}")
+        tracked = set(listed.stdout.decode("utf-8", "replace").split("\0"))
+        found = [each for each in found if each.path not in tracked]
     return found
 
 

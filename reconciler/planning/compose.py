@@ -44,11 +44,7 @@ from ..plan.renames import find_renames, renamed
 from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .csv_headers import plan_header_problems
 from .engine_settings_change import engine_setting_problems
-from .ignore_rules import (
-    ignored_chain_problems,
-    ignored_source_problems,
-    rewritten_chain_problems,
-)
+from .ignore_rules import chain_rule_problems, ignored_source_problems
 from .policy_change import policy_change_problems
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending
@@ -261,8 +257,7 @@ def make_plan(
             replace(p, severity=Severity.ERROR) if p.field == NEAR_MISS else p
             for p in desired.problems
         ]
-    problems += ignored_chain_problems(config, pull_request, desired.datasets)
-    problems += rewritten_chain_problems(config, pull_request, desired.datasets)
+    problems += chain_rule_problems(config, pull_request, desired.datasets)
     if base is not None:
         problems += settings_problems(config, base)
         problems += engine_setting_problems(config, str(request.base_ref))
