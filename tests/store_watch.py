@@ -38,7 +38,7 @@ class _Closing:
         self._point("after store")
 
 
-class _Watched:
+class Watched:
     """A pyarrow file system, its object-placing steps counted."""
 
     def __init__(self, filesystem: Any, point: Point) -> None:
@@ -65,6 +65,6 @@ def watched_init(point: Point) -> Callable[..., None]:
     real_init = FileSystemStore.__init__
 
     def init(store: FileSystemStore, filesystem: Any, *args: Any, **kwargs: Any) -> None:
-        real_init(store, _Watched(filesystem, point), *args, **kwargs)
+        real_init(store, Watched(filesystem, point), *args, **kwargs)
 
     return init

@@ -14,7 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from gitops_repo import GitOpsRepo, manifest, root_events
 from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
 from s3_server import BUCKET, S3Server, isolate_aws
+from store_watch import Watched, watched_init
 from transform_repo import VOCAB, derivative
 from typer.testing import CliRunner, Result
 
@@ -31,6 +32,7 @@ from reconciler.config import ConfigError, RepoConfig
 from reconciler.odf import models
 from reconciler.odf.hashing import physical_hash
 from reconciler.odf.repository import Dataset
+from reconciler.odf.store import StoreError
 from reconciler.odf.store_fs import FileSystemStore
 
 ROOT = "org.example.readings"
@@ -408,6 +410,72 @@ def test_an_object_already_stored_is_not_uploaded_again(
     assert store.size(hash_, "data") == len(b"same bytes")
 
 
+def _mangling(s3_server: S3Server, prefix: str) -> Callable[[str], None]:
+    """A store point that, once an object is in place, replaces every object under
+    ``prefix`` with its first 10 bytes, through the real client: what a server does
+    that keeps another body than the one sent (moto kept an unsigned upload's chunk
+    framing) and answers the write with success."""
+    s3 = s3_server.filesystem()
+
+    def point(where: str) -> None:
+        if where != "after store":
+            return
+        for info in s3.get_file_info(pafs.FileSelector(prefix, recursive=True)):
+            if info.type == pafs.FileType.File and info.size > 10:
+                with s3.open_input_stream(info.path) as stream:
+                    head = stream.read(10)
+                with s3.open_output_stream(info.path) as out:
+                    out.write(head)
+
+    return point
+
+
+def test_an_object_the_store_keeps_otherwise_is_removed_and_named(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    """An upload answered with success is checked by its size: the object is removed,
+    the error names it, and the file stays where it was."""
+    prefix = f"{BUCKET}/mangled-one"
+    watched = Watched(s3_server.filesystem(), _mangling(s3_server, prefix))
+    store = FileSystemStore(watched, prefix, tmp_path / "cache", f"s3://{prefix}")
+    source = tmp_path / "slice"
+    source.write_bytes(b"twenty bytes of data")
+    hash_ = physical_hash(source)
+    with pytest.raises(StoreError) as refused:
+        store.put(source, hash_, "data")
+    assert str(refused.value) == (
+        f"data store s3://{prefix}: data/{hash_} was stored as 10 bytes, not its 20 bytes, so"
+        " it was removed and nothing names it; check the store's endpoint and credentials"
+        " (an unsigned upload some servers take), then run again"
+    )
+    assert store.size(hash_, "data") is None
+    assert source.read_bytes() == b"twenty bytes of data"
+
+
+def test_a_run_whose_uploads_the_store_keeps_otherwise_writes_no_block_naming_them(
+    tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, through apply: the head never names an object that is not its bytes,
+    and the next run, with a store that keeps what it is sent, finishes the work."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret)
+    isolate_aws(monkeypatch)
+    prefix = f"{BUCKET}/mangled-run"
+    root = tmp_path / "repo"
+    make_repo(root, f"s3://{prefix}", s3_server.endpoint)
+    with monkeypatch.context() as patched:
+        patched.setattr(FileSystemStore, "__init__", watched_init(_mangling(s3_server, prefix)))
+        failed = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
+    assert failed.exit_code == 1, failed.output
+    assert "was stored as 10 bytes, not its" in failed.output
+    assert named_objects(RepoConfig.load(root).repository().dataset(ROOT)) == []
+    apply(root, "2026-01-01T07:00:00Z")
+    assert cli(root, "verify", "--integrity").exit_code == 0
+    assert [
+        kind for kind, _ in named_objects(RepoConfig.load(root).repository().dataset(ROOT))
+    ] == ["data"]
+
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(p.stem for p in (REPO_ROOT / "datasets").glob("*.yaml"))
 
@@ -644,6 +712,7 @@ FULL_DISK = """
 import resource, signal, sys
 from pathlib import Path
 from pyarrow import fs
+from reconciler.odf.store import StoreError
 from reconciler.odf.store import StoreError
 from reconciler.odf.store_fs import FileSystemStore
 

@@ -109,8 +109,27 @@ class FileSystemStore:
         written = self.size(hash_, kind) != size
         if written:
             self._upload(source, hash_, kind)
+            self._check_stored(hash_, kind, size)
         self.adopt(source, hash_, kind)
         return written
+
+    def _check_stored(self, hash_: str, kind: str, size: int) -> None:
+        """The object's size as the store now gives it, against the file's: a server
+        that kept something else (a client's chunk framing, a cut upload) took the write
+        without an error, and a block naming the object would then point at bytes that
+        are not its. The object is removed (the next run stores it again); the file
+        stays where it was, so nothing is lost."""
+        stored = self.size(hash_, kind)
+        if stored == size:
+            return
+        with contextlib.suppress(OSError):
+            self.filesystem.delete_file(self.key(hash_, kind))
+        held = "nothing" if stored is None else f"{stored} bytes"
+        raise StoreError(
+            f"data store {self.shown}: {folder_of(kind)}/{hash_} was stored as {held}, not"
+            f" its {size} bytes, so it was removed and nothing names it; check the store's"
+            " endpoint and credentials (an unsigned upload some servers take), then run again"
+        )
 
     def _upload(self, source: Path, hash_: str, kind: str) -> None:
         key = self.key(hash_, kind)
