@@ -296,6 +296,40 @@ def test_a_source_file_the_chain_read_that_is_deleted_is_a_warning(
     assert f"(git restore --source {ran[:12]} -- sources/b.csv)" in found[1].message
 
 
+def test_a_file_added_back_under_the_last_ingested_name_is_an_error(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """The last file read is deleted on the base, and a pull request adds a file of that
+    name again: against the base it is "added", with the name of the last file read, as
+    a pull request's own run would leave it, but the base read it first. It passed its
+    plan and then stopped every scheduled run as "modified since" the chain's commit."""
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n")
+    reconcile(repo.root, T0)
+    ran = repo.commit("ingested a.csv and b.csv")
+    (repo.root / "sources" / "b.csv").unlink()
+    repo.commit("b.csv deleted")
+    git.Repo(repo.root).git.switch("-q", "-c", "pr")
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n3,new\n")
+    repo.commit("b.csv again, with a row more")
+    plan = make_plan(repo.config, PlanRequest(base_ref="main"))
+    assert [(p.message, p.severity) for p in plan.problems] == [
+        (
+            f"sources/b.csv, added by this pull request, is named as b.csv, the last file"
+            f" {NAME} ingested (a file of that name was read, then deleted): a FilesGlob"
+            " source reads each file once, in name order, so it will never be ingested; put"
+            " the rows in a new file whose name sorts after b.csv: they are appended beside"
+            " the rows ingested already",
+            Severity.ERROR,
+        )
+    ]
+    # What the scheduled run says once it is merged, judged since the chain's commit.
+    (found,) = make_plan(repo.config, PlanRequest()).problems
+    assert found.message.startswith(
+        f"sources/b.csv, modified since commit {ran[:7]} (the last to advance its chain),"
+    )
+
+
 def test_the_scheduled_runs_partial_clone_fails_on_a_file_merged_behind_the_last_one_read(
     repo: GitOpsRepo, spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -56,6 +56,10 @@ class TouchedSources(NamedTuple):
     by: str
     """What changed the files and since when: ``by this pull request``, or ``since
     commit 1a2b3c4 (the last to advance its chain)``."""
+    base_read: str | None = None
+    """In a pull request, the last file the chain on the base's tip had read: a file
+    the pull request adds under that very name was read before it existed here, as
+    another file (deleted since), and never will be again."""
 
 
 def pending_data(
@@ -165,9 +169,11 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
     problems = []
     for file in touched.files:
         name = PurePosixPath(file.path).name
-        # An added file named as the last one ingested was ingested by this very chain:
-        # the pull request changed the chain too, which the chain policy judges.
-        if name > after or (name == after and file.status == "added"):
+        # An added file named as the last one ingested was ingested by this very chain
+        # (the pull request changed the chain too, which the chain policy judges), unless
+        # the base had read a file of that name: one deleted since, and added back.
+        added_again = file.status == "added" and name == after == touched.base_read
+        if name > after or (name == after and file.status == "added" and not added_again):
             continue
         if file.status == "deleted":
             problems.append(_deleted(ds, file, touched, location, field))
@@ -179,9 +185,11 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
             fix = "the change will never be ingested; restore the file (git restore --source"
             fix += f" {touched.since} -- {file.path}); {rows}"
         else:
-            what = f"added {touched.by}, sorts before {after}"
-            what += f", the last file {ds.name} ingested"
             fix = f"it will never be ingested; {rows}"
+            relation = "is named as" if added_again else "sorts before"
+            again = " (a file of that name was read, then deleted)" if added_again else ""
+            what = f"added {touched.by}, {relation} {after}, the last file {ds.name} ingested"
+            what += again
         problems.append(
             Problem(
                 f"{file.path}, {what}: a FilesGlob source reads each file once, in name"

@@ -119,7 +119,9 @@ class _Chains:
             own = last_file(self.actual[name])
             assert own is not None  # touched_sources keeps only chains that read a file
             last = max(own, on_tip.get(name, own))
-            points[name] = TouchedSources((), last, base_ref, "by this pull request")
+            points[name] = TouchedSources(
+                (), last, base_ref, "by this pull request", on_tip.get(name)
+            )
         return points
 
     def committed_points(self, names: list[str]) -> dict[str, TouchedSources]:
