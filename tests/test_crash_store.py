@@ -3,7 +3,7 @@ and just after, leaves valid chains, and the next run finishes the work exactly 
 
 ``test_crash_kill`` kills runs whose data lives in the dataset folders. Here the data
 and checkpoint files go to a store, which a run writes before any block names the file:
-a folder (``data_store = "store"``), written through a temporary name and a rename, and
+a folder (``data_store = "../store"``, beside the repository), written through a temporary name and a rename, and
 S3 (the test server, through the production client), where an object appears when its
 upload closes. The killed process stops at a counted write, as there: a rename under
 ``odf/``, or the step that puts an object in place in the store (``store_watch``), so
@@ -79,11 +79,11 @@ class Store:
 
     def shown(self, root: Path) -> str:
         """The store as ``verify`` names it."""
-        return f"{root}/store" if self.server is None else f"s3://{BUCKET}/{PREFIX}"
+        return str(_folder(root)) if self.server is None else f"s3://{BUCKET}/{PREFIX}"
 
     def settings(self) -> str:
         if self.server is None:
-            return '[tool.reconciler]\ndata_store = "store"\n'
+            return '[tool.reconciler]\ndata_store = "../store"\n'
         return (
             f'[tool.reconciler]\ndata_store = "s3://{BUCKET}/{PREFIX}"\n\n'
             f'[tool.reconciler.s3]\nendpoint_url = "{self.server.endpoint}"\n'
@@ -94,7 +94,7 @@ class Store:
         """The store's objects (``data/<hash>``, ``checkpoints/<hash>``) and how many
         temporaries it holds."""
         if self.server is None:
-            base, filesystem = str(root / "store"), pafs.LocalFileSystem()
+            base, filesystem = str(_folder(root)), pafs.LocalFileSystem()
         else:
             base, filesystem = f"{BUCKET}/{PREFIX}", self.server.filesystem()
         found = filesystem.get_file_info(
@@ -106,11 +106,17 @@ class Store:
 
     def empty(self) -> None:
         """Remove what an earlier test stored under the bucket's prefix (the folder
-        store is in each test's own copy)."""
+        store is in each test's own copy, beside its repository)."""
         if self.server is not None:
             filesystem = self.server.filesystem()
             if filesystem.get_file_info(f"{BUCKET}/{PREFIX}").type == pafs.FileType.Directory:
                 filesystem.delete_dir_contents(f"{BUCKET}/{PREFIX}")
+
+
+def _folder(root: Path) -> Path:
+    """The folder store of the repository at ``root``: beside it, so a copy of the
+    repository's parent copies both."""
+    return (root.parent / "store").resolve()
 
 
 def template(root: Path, store: Store) -> None:
@@ -119,7 +125,7 @@ def template(root: Path, store: Store) -> None:
     repo = GitOpsRepo.create(root)
     (root / "pyproject.toml").write_text(store.settings())
     if store.server is None:
-        (root / "store").mkdir()  # a folder store must exist
+        _folder(root).mkdir()  # a folder store must exist
     write_manifests(repo)
     repo.commit("datasets")
     repo.apply(SET_UP)  # metadata only: no data yet
@@ -176,9 +182,10 @@ def reference(
             store = Store("s3", server)
             store.empty()
         base = tmp_path_factory.mktemp(f"store-crash-{request.param}")
-        template(base / "template", store)
+        template(base / "template" / "repo", store)
         shutil.copytree(base / "template", base / "uninterrupted")
-        yield base / "template", store, Reference(base / "uninterrupted", store, patch)
+        uninterrupted = Reference(base / "uninterrupted" / "repo", store, patch)
+        yield base / "template" / "repo", store, uninterrupted
 
 
 def stores(count: int) -> list[str]:
@@ -222,8 +229,8 @@ def test_a_run_killed_while_storing_is_finished_exactly_once_by_the_next(
     template_root, store, expected = reference
     store.empty()
     point = kill_points(expected.points)[which]
-    root = tmp_path / "killed"
-    shutil.copytree(template_root, root)
+    root = tmp_path / "killed" / "repo"
+    shutil.copytree(template_root.parent, root.parent)
     _, stopped_at = kill_at(GitOpsRepo(root), point, tmp_path / "stopped", KILLABLE_WITH_STORE)
     assert stopped_at == expected.points[point - 1]
     # A folder store keeps the killed upload's complete temporary; S3 shows nothing

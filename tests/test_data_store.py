@@ -272,8 +272,9 @@ def test_verify_tells_of_objects_no_chain_names_and_removes_none(
             assert told.exit_code == 0, told.output
             assert told.output.splitlines()[-2] == (
                 f"data store s3://{built.prefix}: 1 object (20 bytes) that no chain names,"
-                " never read: left by a run killed after storing them, or by a deleted or"
-                " recreated dataset (`reconcile gc` lists them)"
+                " never read: left by a run killed after storing them, a run whose push lost"
+                " a race to another's, or a deleted or recreated dataset (`reconcile gc` lists"
+                " them)"
             )
         # One dataset checked says nothing of the store: the others' chains were not read.
         one = cli(built.root, "verify", "--integrity", ROOT)

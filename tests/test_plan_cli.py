@@ -480,6 +480,55 @@ def test_a_pull_request_cannot_move_the_chains_or_their_store(
     ]
 
 
+@pytest.mark.parametrize(
+    ("base", "change"),
+    [
+        ('data_store = "s3://bucket/team"', 'data_store = "s3://bucket/team/"'),
+        ('data_store = "../one"', 'data_store = "./../one/"'),
+    ],
+    ids=["s3-trailing-slash", "folder-spelt-otherwise"],
+)
+def test_another_spelling_of_the_same_store_is_no_move(
+    repo: GitOpsRepo, base: str, change: str
+) -> None:
+    """The store is where ``open_store`` puts the objects: a trailing slash or a ``./``
+    names the same place, and was refused as a move to another store."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    (repo.root / "pyproject.toml").write_text(f"[tool.reconciler]\n{base}\n")
+    repo.commit("base")
+    (repo.root / "pyproject.toml").write_text(f"[tool.reconciler]\n{change}\n")
+    code, document = plan_json(repo, "--base", "HEAD")
+    assert [p["message"] for p in document["problems"] if p["severity"] == "error"] == []
+    assert code == 0
+
+
+@pytest.mark.parametrize("setting", ["store", "./data/../store", "datasets"])
+def test_a_folder_store_inside_the_repository_fails_every_plan(
+    repo: GitOpsRepo, setting: str
+) -> None:
+    """Git holds neither the folder nor its files: on a CI runner they went with the job,
+    and every clone's chains named data it did not have."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    (repo.root / "pyproject.toml").write_text(f'[tool.reconciler]\n\ndata_store = "{setting}"\n')
+    (repo.root / "store").mkdir()
+    message = (
+        f"data_store {setting!r} is a folder inside the repository, which git does not hold:"
+        " a CI checkout throws its files away with the job, and every clone's chains would"
+        " name data it does not have. Leave data_store unset to keep the data with the"
+        " chains in git, or name a folder outside the repository (a shared mount) or an"
+        " s3:// store"
+    )
+    code, document = plan_json(repo)
+    assert code == 1
+    assert _rule_errors(document) == [
+        (message, {"file": "pyproject.toml", "line": 3}, "tool.reconciler.data_store")
+    ]
+    repo.commit("a store inside")
+    applied = reconcile(repo, "apply", "--yes")
+    assert applied.returncode == 1
+    assert not (repo.root / "odf").exists()
+
+
 def _rule_errors(document: dict) -> list[tuple[str, dict | None, str]]:  # type: ignore[type-arg]
     return [
         (p["message"], p.get("location"), p["field"])
@@ -683,14 +732,16 @@ def test_a_pull_request_that_removes_a_manifest_plans_the_delete_with_its_chain(
     text = reconcile(repo, "--plan", "--base", "HEAD", "--prune").stdout.splitlines()
     assert text[text.index("- org.example.b (Root) will be deleted (changed in this PR)") + 1] == (
         f"    deletes: {state.dataset_id} at head {state.head} (4 blocks, 0 records);"
-        " git history keeps it. Apply deletes it last, and only in a run where every other"
+        " git history keeps it (a data store outside git keeps its data until `reconcile gc"
+        " --delete` collects it). Apply deletes it last, and only in a run where every other"
         " dataset succeeds (a rename's new dataset, say)"
     )
     markdown = reconcile(repo, "--plan", "--base", "HEAD", "--prune", "--format", "markdown")
     assert (
         "<details><summary><code>org.example.b</code> (Root): delete, changed in this PR"
         f"</summary>\n\n- **Deletes:** {state.dataset_id} at head {state.head} (4 blocks,"
-        " 0 records); git history keeps it. Apply deletes it last, and only in a run where"
+        " 0 records); git history keeps it (a data store outside git keeps its data until"
+        " `reconcile gc --delete` collects it). Apply deletes it last, and only in a run where"
         " every other dataset succeeds (a rename's new dataset, say)\n\n</details>"
     ) in markdown.stdout
 

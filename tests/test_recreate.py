@@ -333,7 +333,10 @@ def test_a_root_whose_earlier_files_are_gone_cannot_be_recreated_and_apply_write
         A,
         "content.metadata[0].fetch",
         Severity.ERROR,
-        "cannot be recreated: files it ingested are gone: 1.csv (sources/*.csv now matches: 2.csv)",
+        "cannot be recreated: files it ingested are gone: 1.csv (sources/*.csv now matches:"
+        " 2.csv); git keeps them: `git log --diff-filter=D --name-only -- 'sources/*.csv'`"
+        " names the commit that deleted each, and `git restore --source <commit>^ -- <file>`"
+        " brings it back",
     )
     assert plan.has_errors and plan_to_dict(plan)["summary"]["errors"] == 1
 

@@ -151,8 +151,8 @@ def _report_unnamed(
         session.say(
             f"data store {repo.store.shown}: {count(len(unnamed), 'object')} "
             f"({sum(unnamed.values()):,} bytes) that no chain names, never read: left by a "
-            "run killed after storing them, or by a deleted or recreated dataset "
-            "(`reconcile gc` lists them)",
+            "run killed after storing them, a run whose push lost a race to another's, or "
+            "a deleted or recreated dataset (`reconcile gc` lists them)",
             err=as_json,
         )
 

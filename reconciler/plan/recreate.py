@@ -242,6 +242,9 @@ def _refetch(
     if missing:
         return files, problem(
             f"files it ingested are gone: {', '.join(missing)} "
-            f"({source.fetch.path} now matches: {', '.join(files) or 'nothing'})"
+            f"({source.fetch.path} now matches: {', '.join(files) or 'nothing'}); git keeps"
+            f" them: `git log --diff-filter=D --name-only -- '{source.fetch.path}'` names the"
+            " commit that deleted each, and `git restore --source <commit>^ -- <file>` brings"
+            " it back"
         )
     return files, None

@@ -175,7 +175,8 @@ def action_facts(dataset: DatasetPlan) -> list[tuple[str, str]]:
 
 
 _DELETED_LAST = (
-    "; git history keeps it. Apply deletes it last, and only in a run where every other"
+    "; git history keeps it (a data store outside git keeps its data until `reconcile gc"
+    " --delete` collects it). Apply deletes it last, and only in a run where every other"
     " dataset succeeds (a rename's new dataset, say)"
 )
 

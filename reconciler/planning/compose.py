@@ -47,7 +47,7 @@ from .engine_settings_change import engine_setting_problems
 from .ignore_rules import chain_rule_problems, ignored_source_problems
 from .policy_change import policy_change_problems
 from .root_history import history_reader
-from .settings_change import settings_problems, store_move_pending
+from .settings_change import settings_problems, store_move_pending, store_problems
 from .source_edits import touched_sources
 
 if TYPE_CHECKING:
@@ -258,6 +258,7 @@ def make_plan(
             for p in desired.problems
         ]
     problems += chain_rule_problems(config, pull_request, desired.datasets)
+    problems += store_problems(config)
     if base is not None:
         problems += settings_problems(config, base)
         problems += engine_setting_problems(config, str(request.base_ref))

@@ -47,7 +47,7 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
         )
     # From the dataset folders ("odf") to a store beside git is what apply carries out
     # (``odf/store_move.py``; the plan lists the files as pending); not between stores.
-    if config.data_store != base.data_store and base.data_store != "odf":
+    if _store_place(config) != _store_place(base) and base.data_store != "odf":
         problems.append(
             Problem(
                 f"data_store changes from {base.data_store!r} to {config.data_store!r}: the"
@@ -106,6 +106,40 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
             )
         )
     return problems
+
+
+def store_problems(config: RepoConfig) -> list[Problem]:
+    """An error, in every plan, for a folder store inside the repository: git holds
+    neither its files (``.gitignore`` may not even cover them) nor the folder, so a CI
+    checkout throws them away with the job and every clone's chains name data it lacks,
+    while the blocks are committed as if the data were safe."""
+    if config.data_store == "odf" or config.data_store.startswith("s3://"):
+        return []
+    folder = Path(_store_place(config))
+    if not folder.is_relative_to(config.root.resolve()):
+        return []
+    return [
+        Problem(
+            f"data_store {config.data_store!r} is a folder inside the repository, which git"
+            " does not hold: a CI checkout throws its files away with the job, and every"
+            " clone's chains would name data it does not have. Leave data_store unset to"
+            " keep the data with the chains in git, or name a folder outside the"
+            " repository (a shared mount) or an s3:// store",
+            location=_key_location(config.root / "pyproject.toml", "data_store"),
+            field="tool.reconciler.data_store",
+        )
+    ]
+
+
+def _store_place(config: RepoConfig) -> str:
+    """Where ``data_store`` puts the objects, as ``store_fs.open_store`` reads it, so
+    that spellings of one place (a trailing slash, ``./``) are one store."""
+    store = config.data_store
+    if store == "odf":
+        return store
+    if store.startswith("s3://"):
+        return "s3://" + store.removeprefix("s3://").strip("/")
+    return str((config.root / store).resolve())
 
 
 def _key_location(pyproject: Path, key: str) -> Location:
