@@ -297,6 +297,28 @@ def test_a_rewritten_chain_is_refused(root: Path) -> None:
     )
 
 
+def test_a_chain_put_back_to_an_older_head_is_told_as_rewritten(root: Path) -> None:
+    """A pull request that replaces a chain with an older copy: the base's head block is
+    gone with the blocks after the older head. It read as "block … is missing"."""
+    weather = OdfRepository(root / "odf").dataset(WEATHER)
+    base_head = head_of(root, WEATHER)
+    earlier = block_file(root, WEATHER, 4).name
+    newer = [weather.layout.block(h) for h, b in weather.iter_blocks() if b.sequence_number > 4]
+    weather.reset_head(Multihash(earlier), Multihash(base_head))
+    for path in newer:
+        path.unlink()
+    assert cli(root, "--integrity", "--base", "HEAD") == (
+        1,
+        [
+            f"{WEATHER}: invalid",
+            f"  the chain was rewritten: its head at the base, block {base_head}, "
+            f"is not an ancestor of its head {earlier}",
+            "checked since HEAD: 0 blocks and 0 files in 1 dataset; 1 dataset unchanged, not read",
+            "1 dataset: 0 valid, 1 invalid in N s",
+        ],
+    )
+
+
 def test_a_dataset_added_in_the_range_is_checked_in_full(root: Path) -> None:
     create(root, "org.example.prices", 1)
     assert cli(root, "--integrity", "--base", "HEAD") == (

@@ -239,8 +239,13 @@ def _blocks_since(dataset: Dataset, base_head: Multihash) -> list[tuple[Multihas
     Walks back from the head while sequence numbers stay above the base head's: a chain
     that was extended meets the base head there, and one that was rewritten cannot.
     """
-    base_seq = dataset.get_block(base_head, verify=False).sequence_number
     head = dataset.head()
+    try:
+        base_seq = dataset.get_block(base_head, verify=False).sequence_number
+    except BlockNotFoundError:
+        if _links_to(dataset, base_head):
+            raise  # a block of the chain deleted: that is the finding
+        raise ChainRewrittenError(base_head, head) from None  # put back to an older chain
     blocks: list[tuple[Multihash, MetadataBlock]] = []
     current = head
     while current != base_head:
@@ -253,6 +258,15 @@ def _blocks_since(dataset: Dataset, base_head: Multihash) -> list[tuple[Multihas
         current = block.prev_block_hash
     blocks.reverse()
     return blocks
+
+
+def _links_to(dataset: Dataset, target: Multihash) -> bool:
+    """Whether a block of the chain names ``target`` as the one before it; a chain broken
+    further back is taken to (its own missing block is then reported)."""
+    try:
+        return any(block.prev_block_hash == target for _, block in dataset.iter_blocks())
+    except RepositoryError:
+        return True
 
 
 def _data_events(block: MetadataBlock) -> list[models.AddData | models.ExecuteTransform]:
