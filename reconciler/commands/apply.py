@@ -50,6 +50,11 @@ def run(session: Session, options: RunOptions) -> None:
     if options.output_format is OutputFormat.MARKDOWN:
         raise usage_error("--format markdown is for plans: add --plan, or use text or json")
     as_json = options.output_format is OutputFormat.JSON
+    # A store the run cannot use stops it first: a plan that analyses a changed query
+    # starts Spark (half a minute) for a run that could write nothing anyway.
+    problem = session.store_problem()
+    if problem is not None:
+        _stopped(session, problem, as_json)
     # A plan with errors is refused before the lock is taken, so a refused apply writes
     # nothing at all, not even the lock file. Under the lock the plan is made again only
     # if a chain moved meanwhile (a run that waited plans against what the run before it
@@ -59,9 +64,6 @@ def run(session: Session, options: RunOptions) -> None:
         _show(session, options, first.planned.shown, as_json)
         refused = _refused(session, first)
         _finish(session, refused.result, [], refused.code, as_json)
-    problem = session.store_problem()
-    if problem is not None:
-        _stopped(session, problem, as_json)
     heads = _heads(session)
     try:
         with loop.writing(session, "reconcile apply", options.commit) as killed:
