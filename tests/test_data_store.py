@@ -446,8 +446,8 @@ def test_an_object_the_store_keeps_otherwise_is_removed_and_named(
         store.put(source, hash_, "data")
     assert str(refused.value) == (
         f"data store s3://{prefix}: data/{hash_} was stored as 10 bytes, not its 20 bytes, so"
-        " it was removed and nothing names it; check the store's endpoint and credentials"
-        " (an unsigned upload some servers take), then run again"
+        " it was removed and no block names it; check the store's endpoint and credentials"
+        " (some servers keep an unsigned upload's framing)"
     )
     assert store.size(hash_, "data") is None
     assert source.read_bytes() == b"twenty bytes of data"
@@ -709,11 +709,25 @@ def test_verify_no_download_lists_the_store_and_reads_no_object(
                 f.write(original)
 
 
+def test_verify_no_download_of_a_deleted_bucket_says_so_once(
+    built: Built, tmp_path: Path, credentials: S3Server
+) -> None:
+    """A bucket that is gone lists as empty: each object was named missing, where the
+    other commands say the bucket does not exist."""
+    root = tmp_path / "repo"
+    shutil.copytree(built.root, root, ignore=shutil.ignore_patterns(".reconcile-cache"))
+    write_settings(root, "s3://gone-bucket/p", credentials.endpoint)
+    result = cli(root, "verify", "--integrity", "--no-download")
+    assert (result.exit_code, result.output) == (
+        1,
+        "error: data store s3://gone-bucket/p: bucket gone-bucket does not exist\n",
+    )
+
+
 FULL_DISK = """
 import resource, signal, sys
 from pathlib import Path
 from pyarrow import fs
-from reconciler.odf.store import StoreError
 from reconciler.odf.store import StoreError
 from reconciler.odf.store_fs import FileSystemStore
 

@@ -23,6 +23,7 @@ from reconciler.planning.compose import PlanRequest, list_globs, make_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NAME = "org.example.a"
+OVERRIDE = "# reconcile: allow-breaking-change: a is read as text from now on\n"
 
 
 @pytest.fixture
@@ -328,6 +329,41 @@ def test_a_file_added_back_under_the_last_ingested_name_is_an_error(
     assert found.message.startswith(
         f"sources/b.csv, modified since commit {ran[:7]} (the last to advance its chain),"
     )
+
+
+def test_a_file_put_back_as_it_was_read_is_no_problem_and_a_recreate_reads_it(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """The plan's advice for a deleted file is to put it back: the chain read those very
+    bytes, so the file is neither "added behind the last one read" nor unread, and a
+    recreate (which reads every file) is no longer refused for it."""
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (repo.root / "sources" / "b.csv").write_text("a,b\n2,y\n")
+    reconcile(repo.root, T0)
+    repo.commit("ingested a.csv and b.csv")
+    (repo.root / "sources" / "a.csv").unlink()
+    deleted = repo.commit("a.csv deleted")
+    (repo.root / "sources" / "c.csv").write_text("a,b\n3,z\n")
+    reconcile(repo.root, T1)
+    repo.commit("c.csv ingested")
+    branches = git.Repo(repo.root).git
+    branches.switch("-q", "-c", "pr")
+    branches.restore("--source", f"{deleted}^", "--", "sources/a.csv")
+    repo.commit("a.csv put back")
+    assert make_plan(repo.config, PlanRequest(base_ref="main")).problems == ()
+    assert make_plan(repo.config, PlanRequest()).problems == ()  # as the scheduled run
+    # With other bytes, it is a file no run will read.
+    (repo.root / "sources" / "a.csv").write_text("a,b\n1,changed\n")
+    repo.commit("a.csv put back changed")
+    (found,) = make_plan(repo.config, PlanRequest(base_ref="main")).problems
+    assert found.message.startswith(
+        "sources/a.csv, added by this pull request, sorts before c.csv, the last file"
+    )
+    # A recreate reads every file again: the changed one too, so nothing is left unread.
+    repo.write(NAME, OVERRIDE + manifest(NAME, "Root", root_events("[a STRING, b STRING]")))
+    plan = make_plan(repo.config, PlanRequest(base_ref="main"))
+    assert [(d.name, d.action.value) for d in plan.datasets] == [(NAME, "recreate")]
+    assert plan.problems == ()
 
 
 def test_the_scheduled_runs_partial_clone_fails_on_a_file_merged_behind_the_last_one_read(

@@ -509,6 +509,29 @@ def _last_match(patterns: Sequence[str], path: str) -> int | None:
     return int(fields[1]) - 1
 
 
+def restored_files(repo_root: Path, paths: Sequence[str]) -> set[str]:
+    """Those of ``paths`` (relative to ``repo_root``) whose bytes are the ones the path
+    held just before the last commit that deleted it: files put back, not new ones.
+    Trees only are read from history (a ``blob:none`` clone has them all)."""
+    found = set()
+    for path in paths:
+        deleted = _git_line(repo_root, "log", "-1", "--format=%H", "--diff-filter=D", "--", path)
+        if not deleted:
+            continue
+        before = _git_line(repo_root, "rev-parse", "--verify", "-q", f"{deleted}^:./{path}")
+        if before and before == _git_line(repo_root, "hash-object", "--", path):
+            found.add(path)
+    return found
+
+
+def _git_line(repo_root: Path, *args: str) -> str:
+    """The first line git prints for ``args`` run in ``repo_root``; empty when it fails."""
+    done = subprocess.run(
+        ["git", "-C", str(repo_root), *args], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def attributes_unset(odf: str) -> str:
     """The ``.gitattributes`` line, to end the file with, that turns off every rewrite
     ``converted_paths`` finds for the chain folder ``odf``: what each refusal advises."""

@@ -70,6 +70,12 @@ class FileSystemStore:
         return f"{self.base}/{folder_of(kind)}/{hash_}"
 
     def check(self) -> None:
+        self._require_base()
+        if self.rename:
+            self._probe()
+
+    def _require_base(self) -> None:
+        """The bucket, or the folder, is there (read only)."""
         with self._errors("cannot be reached"):
             info = self.filesystem.get_file_info(self.base)
             if info.type == pafs.FileType.NotFound and self.rename:
@@ -85,8 +91,6 @@ class FileSystemStore:
             bucket = self.base.split("/", 1)[0]
             if not self.rename and self.filesystem.get_file_info(bucket).type != _FOLDER:
                 raise StoreError(f"data store {self.shown}: bucket {bucket} does not exist")
-        if self.rename:
-            self._probe()
 
     def _probe(self) -> None:
         """Write and remove an empty temporary object: a folder on a read-only share (or
@@ -127,8 +131,8 @@ class FileSystemStore:
         held = "nothing" if stored is None else f"{stored} bytes"
         raise StoreError(
             f"data store {self.shown}: {folder_of(kind)}/{hash_} was stored as {held}, not"
-            f" its {size} bytes, so it was removed and nothing names it; check the store's"
-            " endpoint and credentials (an unsigned upload some servers take), then run again"
+            f" its {size} bytes, so it was removed and no block names it; check the store's"
+            " endpoint and credentials (some servers keep an unsigned upload's framing)"
         )
 
     def _upload(self, source: Path, hash_: str, kind: str) -> None:
@@ -200,7 +204,10 @@ class FileSystemStore:
         and listing it for each would cost the whole store's listing per dataset): a
         snapshot for checks that write nothing, which is all that ask for it."""
         if self._listed is None:
-            self._listed = {o.path: o.size for o in self.objects() if not o.temporary}
+            listed = {o.path: o.size for o in self.objects() if not o.temporary}
+            if not listed:  # a deleted bucket lists as empty: one error, not each object
+                self._require_base()
+            self._listed = listed
         return self._listed
 
     def objects(self) -> list[StoredObject]:

@@ -158,6 +158,7 @@ def build_plan(
             kept = options.prune and desired.defines(name)
             plans[name] = _orphan(name, state, options.prune and not kept)
             all_problems += [_kept_from_pruning(name, desired)] if kept else []
+    unread: dict[str, list[Problem]] = {}
     for name, ds in desired.datasets.items():
         touched = options.touched_sources.get(name)
         anew = plans[name].action in (Action.CREATE, Action.RECREATE)
@@ -166,7 +167,7 @@ def build_plan(
         pending = pending_data(ds, actual, listings, touched)
         plans[name] = replace(plans[name], pending=pending)
         all_problems += empty_glob_problems(ds, listings)
-        all_problems += unread_changes(ds, touched)
+        unread[name] = unread_changes(ds, touched)
         read_after = None if anew else actual.get(name)  # None: every file is read
         all_problems += event_time_problems(ds, read_after, listings, touched)
     # ``history`` reads the chains of the roots recreated, to check their files are there
@@ -179,6 +180,10 @@ def build_plan(
         listings=listings,
         problems=all_problems,
     )
+    # judged once the recreates are known: a recreated root reads every file again
+    for name, problems in unread.items():
+        if plans[name].action is not Action.RECREATE:
+            all_problems += problems
     all_problems += [
         _renamed_and_recreated(desired.datasets[n], p.renamed_from)
         for n, p in plans.items()

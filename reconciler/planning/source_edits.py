@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..config import RepoConfig, shown_path
 from ..gitloop import gitops
@@ -86,9 +86,26 @@ def touched_sources(
                 if path in chained[name]
                 or (status == "deleted" and glob_would_match(globs[name], config.root, path))
             )
+            files = _without_restored(config, files, points[name].last_read)
             if files:
                 touched[name] = points[name]._replace(files=files)
     return touched
+
+
+def _without_restored(
+    config: RepoConfig, files: tuple[TouchedFile, ...], last_read: str
+) -> tuple[TouchedFile, ...]:
+    """``files`` but those added back as they were before a commit deleted them: the
+    chain read those bytes already, and a recreate needs them there (the plan's own
+    advice when it warns of a deletion). Asked of git only for added files the chain
+    would not read, which are few."""
+    candidates = [
+        file.path
+        for file in files
+        if file.status == "added" and PurePosixPath(file.path).name <= last_read
+    ]
+    restored = gitops.restored_files(config.root, candidates) if candidates else set()
+    return tuple(file for file in files if file.path not in restored)
 
 
 @dataclass(frozen=True)
