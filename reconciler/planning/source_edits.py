@@ -3,10 +3,10 @@
 A ``FilesGlob`` reads each file once, in name order, after the last one its chain
 ingested, so an edit to an ingested file, or a new file whose name sorts before the
 last one, is never read, and every apply after says "up to date"
-(``pending.unread_changes`` words it). A deleted file the chain had read is a
-warning: the chain keeps its rows, but the dataset could never be recreated. Which files
-changed depends on a point at which
-the chain's last file is known:
+(``pending.unread_changes`` words it). A deleted file the chain had read is a warning:
+the chain keeps its rows, but the dataset could never be recreated. A file put back as
+it was before its deletion is neither (``_without_restored``). Which files changed
+depends on a point at which the chain's last file is known:
 
 - a pull request's plan (``--base``): what it adds or modifies since it branched, against
   the later of the chain it carries (the base's when it branched: only the reconciler
