@@ -4,6 +4,7 @@ matches nothing is a counted warning; other sources only *may* have new data."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import git
@@ -364,6 +365,26 @@ def test_a_file_put_back_as_it_was_read_is_no_problem_and_a_recreate_reads_it(
     plan = make_plan(repo.config, PlanRequest(base_ref="main"))
     assert [(d.name, d.action.value) for d in plan.datasets] == [(NAME, "recreate")]
     assert plan.problems == ()
+
+
+def test_a_suggested_command_quotes_a_pull_requests_file_name(
+    repo: GitOpsRepo, spark: SparkSession
+) -> None:
+    """The advice is a command a reviewer may paste into a shell, and the file's name is
+    the pull request's: quoted, it is one argument whatever it holds."""
+    hostile = "a;touch pwned;.csv"
+    (repo.root / "sources" / hostile).write_text("a,b\n1,x\n")
+    reconcile(repo.root, T0)
+    repo.commit("ingested")
+    git.Repo(repo.root).git.switch("-q", "-c", "pr")
+    (repo.root / "sources" / hostile).unlink()
+    repo.commit("deleted")
+    _, found = make_plan(repo.config, PlanRequest(base_ref="main")).problems  # and no file
+    command = found.message.split("(git restore")[1].split(") unless")[0]
+    assert command == f" --source main -- 'sources/{hostile}'"
+    subprocess.run(f"git restore{command}", shell=True, cwd=repo.root, check=True)
+    assert (repo.root / "sources" / hostile).read_text() == "a,b\n1,x\n"
+    assert not (repo.root / "pwned").exists()
 
 
 def test_the_scheduled_runs_partial_clone_fails_on_a_file_merged_behind_the_last_one_read(

@@ -15,6 +15,7 @@ listing it is handed.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import PurePosixPath
@@ -183,7 +184,7 @@ def unread_changes(ds: DesiredDataset, touched: TouchedSources | None) -> list[P
         if file.status == "modified":
             what = f"modified {touched.by}, was ingested by {ds.name} already"
             fix = "the change will never be ingested; restore the file (git restore --source"
-            fix += f" {touched.since} -- {file.path}); {rows}"
+            fix += f" {touched.since} -- {shlex.quote(file.path)}); {rows}"
         else:
             fix = f"it will never be ingested; {rows}"
             relation = "is named as" if added_again else "sorts before"
@@ -216,7 +217,8 @@ def _deleted(
         f"{file.path}, deleted {touched.by}, was ingested by {ds.name} already: its rows"
         f" stay in the chain, but {ds.name} can no longer be recreated (a recreate reads"
         " every file again), so no breaking change to it can be applied; keep the file"
-        f" (git restore --source {touched.since} -- {file.path}) unless it never will be",
+        f" (git restore --source {touched.since} -- {shlex.quote(file.path)}) unless it never"
+        " will be",
         dataset=ds.name,
         location=location,
         field=field,

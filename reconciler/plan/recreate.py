@@ -22,6 +22,7 @@ apply does exactly what the reviewer read.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -243,8 +244,8 @@ def _refetch(
         return files, problem(
             f"files it ingested are gone: {', '.join(missing)} "
             f"({source.fetch.path} now matches: {', '.join(files) or 'nothing'}); git keeps"
-            f" them: `git log --diff-filter=D --name-only -- '{source.fetch.path}'` names the"
-            " commit that deleted each, and `git restore --source <commit>^ -- <file>` brings"
-            " it back"
+            f" them: `git log --diff-filter=D --name-only -- {shlex.quote(source.fetch.path)}`"
+            " names the commit that deleted each, and `git restore --source <commit>^ --"
+            " <file>` brings it back"
         )
     return files, None
