@@ -180,10 +180,7 @@ def _expand(pattern: str) -> list[Path]:
     them; its wildcards match hidden names, which glob's do not, so those are left out."""
     if "**" not in pattern:
         return [Path(m) for m in glob.glob(pattern)]
-    parts = Path(pattern).parts
-    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
-    anchor = Path(*parts[:fixed])
-    wild = parts[fixed:]
+    anchor, wild = _split(pattern, Path())
     return [
         match
         for match in anchor.glob(str(Path(*wild)))

@@ -519,7 +519,7 @@ def restored_files(repo_root: Path, paths: Sequence[str]) -> set[str]:
         if not deleted:
             continue
         before = _git_line(repo_root, "rev-parse", "--verify", "-q", f"{deleted}^:./{path}")
-        if before and before == _git_line(repo_root, "hash-object", "--", path):
+        if before and before == blob_id((repo_root / path).read_bytes()):
             found.add(path)
     return found
 

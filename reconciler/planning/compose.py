@@ -144,7 +144,7 @@ def list_globs(
     """The names of the files each dataset's ``FilesGlob`` source in force matches now,
     sorted, by the fetch's own confined glob (``source_paths``): entries are listed, never
     opened. A path that leads outside is left out; it is a problem of its own."""
-    return _names(_glob_matches(root, allowed, manifests))
+    return _names(_glob_matches(root, allowed, _glob_paths(manifests)))
 
 
 def _names(matched: Mapping[str, Sequence[Path]]) -> GlobListings:
@@ -162,12 +162,12 @@ def _glob_paths(manifests: Iterable[DesiredDataset]) -> dict[str, str]:
 
 
 def _glob_matches(
-    root: Path, allowed: Sequence[Path], manifests: Iterable[DesiredDataset]
+    root: Path, allowed: Sequence[Path], globs: Mapping[str, str]
 ) -> dict[str, list[Path]]:
-    """The files each dataset's ``FilesGlob`` source in force matches now."""
+    """The files each dataset's ``FilesGlob`` path (``_glob_paths``) matches now."""
     roots = SourceRoots.of(root, allowed)
     matched: dict[str, list[Path]] = {}
-    for name, written in _glob_paths(manifests).items():
+    for name, written in globs.items():
         try:
             matches = glob_matches(written, roots, root)
         except OutsideError:
@@ -271,10 +271,10 @@ def make_plan(
         return evaluate(policy_set, ds.loaded, plan)
 
     stale = _stale_overrides(config, request.base_ref, desired.datasets.values())
-    matched = _glob_matches(config.root, allowed, desired.datasets.values())
+    globs = _glob_paths(desired.datasets.values())
+    matched = _glob_matches(config.root, allowed, globs)
     if not pull_request:  # a pull request's checkout holds no file git ignores
         problems += ignored_source_problems(config, matched)
-    globs = _glob_paths(desired.datasets.values())
     touched = touched_sources(config, request.base_ref, globs, matched, actual)
     options = PlanOptions(
         prune=request.prune,
