@@ -11,6 +11,7 @@ as a type change.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -116,3 +117,32 @@ def test_a_chain_folder_made_a_link_is_not_read(pull_request: tuple[Path, Path])
     code, output = cli(root, "verify", "--integrity")
     assert code == 1
     assert f"{NAME}: invalid\n  {NAME}/blocks {LINKED}\n" in output
+
+
+def test_a_chain_that_cannot_be_read_is_left_out_of_the_plan_not_shown_to_create(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """Planned as if it had no chain, it read "will be created" beside the error saying
+    its chain exists; it is now counted apart, in every format, and no format lists it."""
+    root, _ = pull_request
+    head = chain(root) / "refs" / "head"
+    head.write_text("garbage\n")
+    problem = f"chain cannot be read: {NAME}/refs/head holds no block hash: it reads 'garbage'"
+
+    code, output = cli(root, "plan")
+    assert code == 1
+    assert output.splitlines() == [
+        "Problems:",
+        f"  odf/{NAME}: {NAME}: {problem}",
+        "",
+        "Plan: 1 not planned (chain cannot be read). 1 error, 0 warnings.",
+    ]
+    code, output = cli(root, "plan", "--format", "json")
+    document = json.loads(output)
+    assert (code, document["unreadable"], document["datasets"]) == (1, [NAME], [])
+    assert document["summary"]["actions"]["create"] == 0
+    assert [p["message"] for p in document["problems"]] == [problem]
+    code, output = cli(root, "plan", "--format", "markdown")
+    assert code == 1
+    assert "**1 error** · 1 not planned (chain cannot be read)" in output
+    assert "will be created" not in output and "to create" not in output

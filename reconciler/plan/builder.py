@@ -110,6 +110,10 @@ class PlanOptions:
     """Per dataset, the files of its ``FilesGlob`` the pull request added or modified,
     or without a base those changed since its chain's last committed run
     (``pending.unread_changes``)."""
+    unreadable: frozenset[str] = frozenset()
+    """Datasets whose chains cannot be read (``read_actual``'s problems): left out of the
+    plan and their queries not analysed. Planned as if they had no chain, they showed as
+    "to create" beside the error saying their chain exists."""
 
 
 def build_plan(
@@ -143,7 +147,11 @@ def build_plan(
         if name in options.renames:
             plans[name] = replace(plans[name], renamed_from=options.renames[name])
     _mark_downstream(plans, desired)
-    checker = _QueryChecker(desired, validator, ids_to_names, all_problems, options.analysed)
+    analysed = options.analysed
+    if options.unreadable:  # their queries are not judged: their plans are not shown
+        analysed = frozenset(desired.datasets) if analysed is None else analysed
+        analysed -= options.unreadable
+    checker = _QueryChecker(desired, validator, ids_to_names, all_problems, analysed)
     for name in desired.datasets:
         plans[name] = checker.check(plans[name])
     _mark_downstream(plans, desired)
@@ -196,12 +204,14 @@ def build_plan(
         for name, ds in desired.datasets.items():
             verdicts += policies(ds, plans[name])
     order = [*desired.datasets, *sorted(n for n in plans if n not in desired.datasets)]
+    order = [n for n in order if n not in options.unreadable]
     return Plan(
         datasets=tuple(plans[n] for n in order),
         verdicts=tuple(verdicts),
         problems=tuple(all_problems),
         base_ref=options.base_ref,
         engine_started=checker.used,
+        unreadable=tuple(sorted(options.unreadable)),
     )
 
 

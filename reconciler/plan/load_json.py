@@ -54,6 +54,7 @@ def plan_from_dict(document: dict[str, Any]) -> Plan:
             problems=tuple(_problem(p) for p in document["problems"]),
             base_ref=document.get("baseRef"),
             selection=None if "selection" not in document else tuple(document["selection"]),
+            unreadable=tuple(document.get("unreadable", ())),
             engine_started=document["engineStarted"],
             commit=document.get("commit"),
             fingerprints=load_fingerprints(document["fingerprints"])

@@ -252,6 +252,9 @@ class Plan:
     fingerprints: Fingerprints | None = None  # what a saved plan must still match to apply
     # the datasets a plan of a --select is made of (``selection.restrict``); None: all
     selection: tuple[str, ...] | None = None
+    # the datasets whose chains cannot be read: left out of ``datasets``, their problems
+    # say why (planned as chainless, they would read "to create")
+    unreadable: tuple[str, ...] = ()
     format_version: int = PLAN_FORMAT_VERSION
 
     @property

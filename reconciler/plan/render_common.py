@@ -291,6 +291,12 @@ def action_phrase(action: Action, count: int) -> str:
     return _SUMMARY_PHRASES[action].format(count)
 
 
+def unreadable_phrase(plan: Plan) -> str:
+    """``1 not planned (chain cannot be read)``: the datasets the summaries cannot count
+    under any action."""
+    return f"{len(plan.unreadable)} not planned (chain cannot be read)"
+
+
 def summary_sentence(plan: Plan) -> str:
     """``Plan: 2 to create, 1 unchanged; 1 with pending data. 1 error, 0 warnings.``
 
@@ -301,6 +307,8 @@ def summary_sentence(plan: Plan) -> str:
     actions = [action_phrase(a, counts[a.value]) for a in Action if counts[a.value]]
     if renamed := sum(1 for d in plan.datasets if d.renamed_from is not None):
         actions.append(f"{renamed} renamed")
+    if plan.unreadable:
+        actions.append(unreadable_phrase(plan))
     sentence = "Plan: " + (", ".join(actions) or "no datasets")
     if pending := pending_count(plan):
         sentence += f"; {pending} with pending data"

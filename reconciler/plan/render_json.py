@@ -48,6 +48,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "commit": plan.commit,
             "fingerprints": _fingerprints(plan.fingerprints) if plan.fingerprints else None,
             "selection": None if plan.selection is None else list(plan.selection),
+            "unreadable": list(plan.unreadable) or None,
             "engineStarted": plan.engine_started,
             "summary": _summary(plan),
             "datasets": [_dataset(d) for d in plan.datasets],

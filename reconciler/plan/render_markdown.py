@@ -49,6 +49,7 @@ from .render_common import (
     problems_by_severity,
     readable,
     schema_rows,
+    unreadable_phrase,
     verdicts_by_severity,
     warning_count,
 )
@@ -233,7 +234,9 @@ def _summary(plan: Plan) -> str:
     parts += [action_phrase(a, counts[a.value]) for a in _SUMMARY_ORDER if counts[a.value]]
     if renamed := sum(1 for d in plan.datasets if d.renamed_from is not None):
         parts.append(f"{renamed} renamed")
-    if not plan.datasets:
+    if plan.unreadable:
+        parts.append(unreadable_phrase(plan))
+    elif not plan.datasets:
         parts.append("no datasets")
     if pending := pending_count(plan):
         parts.append(f"{pending} with pending data")

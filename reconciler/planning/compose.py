@@ -226,6 +226,7 @@ def make_plan(
 ) -> Plan:
     repo = OdfRepository(config.odf_dir)
     actual, problems = read_actual(repo)
+    unreadable = frozenset(p.dataset for p in problems if p.dataset is not None)
     ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
     scan = config.scan_manifests()
     manifests = read_manifests(scan.paths, refused=len(scan.refused))
@@ -284,6 +285,7 @@ def make_plan(
         touched_sources=touched,
         renames=renames,
         analysed=request.analysed,
+        unreadable=unreadable,
     )
     plan = build_plan(
         desired,
