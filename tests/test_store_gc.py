@@ -175,9 +175,12 @@ def test_uncommitted_blocks_and_young_objects_are_kept_old_unnamed_ones_go(
     stray_old = store / "data" / ("f1620" + "ab" * 32)
     stray_new = store / "data" / ("f1620" + "cd" * 32)
     killed_upload = store / "checkpoints" / ".pending-0123456789abcdef"
-    for path in (stray_old, stray_new, killed_upload):
+    # no hash, or a hash not spelt as the reconciler spells it: never the reconciler's
+    notes = store / "data" / "README.txt"
+    upper = store / "data" / ("F1620" + "AB" * 32)
+    for path in (stray_old, stray_new, killed_upload, notes, upper):
         path.write_bytes(b"unnamed")
-    for path in (stray_old, killed_upload):
+    for path in (stray_old, killed_upload, notes, upper):
         os.utime(path, (old, old))
 
     result = cli(root, "gc", "--delete")
@@ -187,16 +190,25 @@ def test_uncommitted_blocks_and_young_objects_are_kept_old_unnamed_ones_go(
         " tip of every ref",
         "kept 1 object no chain names, written less than 7d ago (--min-age): a run not"
         " pushed yet may name it",
+        "kept 2 files whose name is no object hash: the reconciler stores objects under"
+        " their hashes only, so gc never deletes them:",
+        f"  data/{upper.name}",
+        "  data/README.txt",
         "deleted 2 objects (14 bytes):",
         "  checkpoints/.pending-0123456789abcdef",
         f"  data/{stray_old.name}",
     ]
     assert not stray_old.exists() and not killed_upload.exists()
+    assert notes.exists() and upper.exists()
     assert stray_new.exists() and all((store / path).exists() for path in named)
     hours = cli(root, "gc", "--min-age", "1h")
     assert hours.output.splitlines()[1:] == [
         "kept 1 object no chain names, written less than 1h ago (--min-age): a run not"
         " pushed yet may name it",
+        "kept 2 files whose name is no object hash: the reconciler stores objects under"
+        " their hashes only, so gc never deletes them:",
+        f"  data/{upper.name}",
+        "  data/README.txt",
         "nothing to delete",
     ]
 

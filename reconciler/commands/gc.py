@@ -134,6 +134,14 @@ def _report(
             f" {min_age} ago (--min-age): a run not pushed yet may name"
             f" {'it' if len(judgement.young) == 1 else 'them'}"
         )
+    if foreign := judgement.foreign:
+        typer.echo(
+            f"kept {count(len(foreign), 'file')} whose name is no object hash: the reconciler"
+            " stores objects under their hashes only, so gc never deletes"
+            f" {'it' if len(foreign) == 1 else 'them'}:"
+        )
+        for stored in foreign:
+            typer.echo(f"  {stored.path}")
     collect = judgement.collect
     if not collect:
         typer.echo("nothing to delete")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .codec import BlockDecodeError, decode_data_block
+from .multiformat import Multihash
 from .store_fs import StoredObject
 
 
@@ -38,6 +39,9 @@ class Judgement:
     """Unnamed, but newer than the minimum age: kept, a run not yet pushed may name it."""
     named: int
     """How many of the store's objects some protected chain names."""
+    foreign: list[StoredObject]
+    """Files whose names are no hash: the reconciler never wrote them (a note someone
+    left, another tool's file), so they are never its to delete."""
 
 
 def names_in_blocks(blocks: Iterable[tuple[str, bytes]]) -> set[str]:
@@ -77,15 +81,29 @@ def judge(
     objects: Iterable[StoredObject], named: set[str], min_age: float, now: float
 ) -> Judgement:
     """Sort a store's listing: named objects stay; the others go once they are at
-    least ``min_age`` seconds old (temporaries included: a killed run's half upload)."""
+    least ``min_age`` seconds old (temporaries included: a killed run's half upload),
+    except files whose names are no hash, which stay whatever their age."""
     collect: list[StoredObject] = []
     young: list[StoredObject] = []
+    foreign: list[StoredObject] = []
     kept = 0
     for stored in objects:
         if not stored.temporary and stored.path in named:
             kept += 1
+        elif not stored.temporary and not _hash_named(stored.path):
+            foreign.append(stored)
         elif now - stored.modified >= min_age:
             collect.append(stored)
         else:
             young.append(stored)
-    return Judgement(collect, young, kept)
+    return Judgement(collect, young, kept, foreign)
+
+
+def _hash_named(path: str) -> bool:
+    """Whether the file at ``path`` (``data/<name>``) is named as the reconciler names
+    the objects it stores: a multihash in its canonical form."""
+    name = path.rpartition("/")[2]
+    try:
+        return Multihash.parse(name) == name
+    except ValueError:
+        return False
