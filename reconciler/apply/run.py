@@ -206,7 +206,8 @@ def _first_data_or_nothing(
 @dataclass
 class _Stage:
     """The stage a pull or transform reached (fetch, read, …), heard from its progress
-    callback, so that a failed creation says what failed."""
+    callback, so that a failed run says which stage failed, whether it creates a chain or
+    advances one."""
 
     forward: Callable[[str], None]
     name: str = "metadata"
@@ -263,9 +264,8 @@ def _apply_dataset(
     except Exception as e:  # one dataset's failure, whatever it is, must not stop the others
         if not pulling:
             raise  # an unexpected error while appending metadata stops the apply, as ever
-        if ds.action in _NEW_CHAIN:  # nothing of it was kept: say what failed, no blocks
-            return Outcome(ds.name, Status.FAILED, message=f"{stage.name} failed: {describe(e)}")
-        return Outcome(ds.name, Status.FAILED, metadata_blocks, message=describe(e))
+        kept = 0 if ds.action in _NEW_CHAIN else metadata_blocks  # a new chain keeps none
+        return Outcome(ds.name, Status.FAILED, kept, message=f"{stage.name} failed: {describe(e)}")
     changed = metadata_blocks or result.blocks
     return Outcome(
         ds.name,
