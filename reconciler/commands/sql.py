@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 from ..config import ConfigError
@@ -10,6 +11,7 @@ from ..engine.errors import describe
 from ..engine.session import EngineUnavailableError
 from ..inspection.sql import (
     TABLE_LIMIT,
+    Scope,
     SqlError,
     export,
     render_table,
@@ -42,17 +44,13 @@ def run(
         graph = {n: node.inputs for n, node in lineage_graph(session.config).nodes.items()}
         names = selection(graph, select)
 
-    def renamed(table: str) -> str | None:
-        """Asked only of a table not found: reads the manifests."""
-        return renamed_to(session.config, table)
+    scope = Scope(names, partial(renamed_to, session.config))
 
     try:
         spark = session.spark()
         if output_format is SqlFormat.TABLE:
             rows = TABLE_LIMIT if limit is None else limit
-            result = run_sql(
-                spark, session.odf, query, rows, count_total=True, names=names, renamed=renamed
-            )
+            result = run_sql(spark, session.odf, query, rows, count_total=True, scope=scope)
             if out is None:
                 sys.stdout.write(render_table(result))
             else:
@@ -61,9 +59,7 @@ def run(
         # Every row: written by Spark's tasks and streamed, never collected whole.
         with scratch_dir(session.config.work_dir, "sql-") as scratch:
             fmt = output_format.value
-            streamed = stream_sql(
-                spark, session.odf, query, Path(scratch), fmt, limit, names, renamed
-            )
+            streamed = stream_sql(spark, session.odf, query, Path(scratch), fmt, limit, scope)
             if out is not None:
                 export(streamed, out)
             else:

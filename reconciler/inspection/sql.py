@@ -61,6 +61,22 @@ if TYPE_CHECKING:
 Renamed = Callable[[str], str | None]
 """The new name of a dataset renamed from the one given, if a manifest says so."""
 
+
+def _never_renamed(_: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which datasets a query sees, and what tells it about a dataset it cannot see."""
+
+    names: Collection[str] | None = None
+    """The datasets that may be views (``--select``); None: every dataset."""
+    renamed: Renamed = _never_renamed
+    """Asked only for a table not found, so that reading the manifests costs nothing
+    otherwise."""
+
+
 TABLE_LIMIT = 100
 """Rows the table shows unless told otherwise; the other formats give every row."""
 
@@ -104,17 +120,15 @@ def run_sql(
     query: str,
     limit: int | None = None,
     count_total: bool = False,
-    names: Collection[str] | None = None,
-    renamed: Renamed = lambda _: None,
+    scope: Scope = Scope(),
 ) -> SqlResult:
     """Run ``query`` over the repository's datasets and fetch at most ``limit`` rows.
 
     With ``count_total``, a result cut by the limit is counted in full (a second run of
     the query); otherwise ``total`` is the number of rows fetched when nothing was cut,
-    and None when something was. ``names`` limits the views to those datasets;
-    ``renamed`` gives the new name of a dataset renamed, for a query that names the old.
+    and None when something was.
     """
-    frame = analyse(spark, repo, query, names, renamed)
+    frame = analyse(spark, repo, query, scope)
     try:
         if limit is None:
             return SqlResult(frame.toArrow(), None)
@@ -155,8 +169,7 @@ def stream_sql(
     scratch: Path,
     output_format: str,
     limit: int | None = None,
-    names: Collection[str] | None = None,
-    renamed: Renamed = lambda _: None,
+    scope: Scope = Scope(),
 ) -> StreamedResult:
     """Run ``query`` (its first ``limit`` rows, when given) with every row written by
     Spark's tasks beneath ``scratch``, which must outlive the result: rendered as
@@ -169,7 +182,7 @@ def stream_sql(
 
     if output_format not in ("csv", "json", "parquet"):
         raise SqlError(f"{output_format} cannot be streamed")
-    frame = analyse(spark, repo, query, names, renamed)
+    frame = analyse(spark, repo, query, scope)
     if output_format != "csv":  # JSON keys and Parquet columns: CSV takes any header
         _require_distinct(frame.columns)
     if limit is not None:
@@ -200,15 +213,14 @@ def analyse(
     spark: SparkSession,
     repo: OdfRepository,
     query: str,
-    names: Collection[str] | None = None,
-    renamed: Renamed = lambda _: None,
+    scope: Scope = Scope(),
 ) -> DataFrame:
-    """The sandboxed, analysed query over the dataset views it names (of ``names``, when
-    given); nothing has run yet. Only the datasets the query names are read: their
-    chains, and from a data store outside git their slices, which a view needs listed
-    before the query runs."""
+    """The sandboxed, analysed query over the dataset views it names (of the scope's
+    names, when given); nothing has run yet. Only the datasets the query names are
+    read: their chains, and from a data store outside git their slices, which a view
+    needs listed before the query runs."""
     named = tables_read(spark, query)
-    selected = names
+    names = scope.names
     if named is not None:
         wanted = {table.lower() for table in named}  # names are unique ignoring case
         chosen = [n for n in repo.names() if n.lower() in wanted]
@@ -220,7 +232,7 @@ def analyse(
     def hint(message: str, _: Sequence[str]) -> str:
         """Against every dataset, not just the views registered; no list of them, which
         would name those with no data too."""
-        reason = partial(_missing_dataset, datasets=datasets, selected=selected, renamed=renamed)
+        reason = partial(_missing_dataset, datasets=datasets, scope=scope)
         return with_view_hint(message, datasets, reason, listed=False)
 
     try:
@@ -234,18 +246,16 @@ def analyse(
         raise SqlError(message) from None
 
 
-def _missing_dataset(
-    table: str, datasets: list[str], selected: Collection[str] | None, renamed: Renamed
-) -> str | None:
+def _missing_dataset(table: str, datasets: list[str], scope: Scope) -> str | None:
     """Why a dataset the query names is not a view: ``--select`` left it out, it has
     no data yet (a view needs a schema), or it was renamed (a query saved before the
     rename, as ``reconcile log`` says for the old name)."""
     same = [n for n in datasets if n.lower() == table.lower()]
-    if same and selected is not None and same[0] not in selected:
+    if same and scope.names is not None and same[0] not in scope.names:
         return f"{same[0]} is not among the datasets --select chose"
     if same:
         return f"{same[0]} has no data yet"
-    new = renamed(table)
+    new = scope.renamed(table)
     return None if new is None else f"{table} was renamed to `{new}`"
 
 
