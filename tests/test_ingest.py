@@ -384,7 +384,7 @@ def test_url_source_uses_etags_and_reports_http_errors(tmp_path: Path, server: s
         _Served.status = status
         (failed,) = reconcile(repo.root, ts("2026-02-04T00:00:00Z"), env)
         assert failed.status is Status.FAILED
-        assert failed.message.startswith(text), failed.message
+        assert failed.message.startswith(f"fetch failed: {text}: "), failed.message
         assert "s3cret" not in failed.message
         assert dataset(repo).head() == head
 
