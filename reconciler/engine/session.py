@@ -257,7 +257,15 @@ def _start(settings: SparkSettings) -> SparkSession:
     # Slices are written by Spark's Python workers (writer.slice_files): the driver's
     # own interpreter, which has pyarrow, rather than whatever python3 is on the PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import pyspark
     from pyspark.sql import SparkSession
+
+    # Without SPARK_HOME, pyspark takes the working directory's parent for Spark's home
+    # when it holds a ``bin/spark-submit`` and a ``jars/`` folder, before the installed
+    # package: run in a folder of a pull request's checkout (its ``datasets/``), the
+    # command would start the pull request's script. A SPARK_HOME the environment sets
+    # (a cluster's distribution) is the operator's choice and stays.
+    os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
 
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in conf.items():
