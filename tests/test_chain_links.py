@@ -146,3 +146,23 @@ def test_a_chain_that_cannot_be_read_is_left_out_of_the_plan_not_shown_to_create
     assert code == 1
     assert "**1 error** · 1 not planned (chain cannot be read)" in output
     assert "will be created" not in output and "to create" not in output
+
+
+def test_a_head_that_is_a_folder_is_named_not_a_crash(pull_request: tuple[Path, Path]) -> None:
+    """A submodule (gitlink) put at ``refs/head`` checks out as a folder; verify said
+    ``IsADirectoryError: [Errno 21] Is a directory`` without naming it."""
+    root, _ = pull_request
+    head = chain(root) / "refs" / "head"
+    head.unlink()
+    head.mkdir()
+    problem = (
+        f"{NAME}/refs/head is a folder where the chain has a file (a git submodule, when git"
+        " lists it with mode 160000)"
+    )
+    for args in (["--integrity"], ["--integrity", "--base", "origin/main"]):
+        code, output = cli(root, "verify", *args)
+        assert code == 1
+        assert f"{NAME}: invalid\n  {problem}\n" in output
+    code, output = cli(root, "plan")
+    assert code == 1
+    assert f"  odf/{NAME}: {NAME}: chain cannot be read: {problem}" in output.splitlines()

@@ -417,6 +417,45 @@ def applied_branch(tmp_path: Path, branch: str) -> git.Repo:
     return runner
 
 
+def test_a_submodule_in_the_chains_folder_fails_the_plan_and_is_refused_by_apply(
+    tmp_path: Path,
+) -> None:
+    """A gitlink hidden by ``.gitmodules``' ``ignore = all`` passed the plan with 0 errors
+    (git's diff left it out), and a run then wrote a new chain beneath it that no commit
+    carried: every run "created" it again, or a later block named data no clone had."""
+    runner = applied_branch(tmp_path, "submodule")
+    top = tmp_path / "runner"
+    sha = runner.head.commit.hexsha
+    runner.git.update_index("--add", "--cacheinfo", f"160000,{sha},odf/{B}")
+    (top / ".gitmodules").write_text(
+        f'[submodule "d"]\n\tpath = odf/{B}\n\turl = ./\n\tignore = all\n'
+    )
+    (top / "sources" / "s1").mkdir()
+    (top / "sources" / "s1" / "part-1.csv").write_text(CSV_B)
+    (top / "datasets" / f"{B}.yaml").write_text(root(B, "s1"))
+    runner.git.add(".gitmodules", "sources", "datasets")
+    runner.index.commit("a new dataset whose folder is a submodule")
+    assert runner.git.diff("origin/main", "--stat", "--", "odf") == ""  # hidden from git diff
+    message = (
+        f"odf/{B} is a git submodule (a gitlink): git commits no file a run writes beneath"
+        " it, and every clone has an empty folder there; remove it with"
+        f" `git rm --cached odf/{B}` and its entry in .gitmodules"
+    )
+    pull_request = run(top, "plan", "--base", "origin/main", "--format", "json")
+    assert pull_request.returncode == 1, pull_request.stderr
+    document = json.loads(pull_request.stdout)
+    assert document["problems"] == [
+        {"message": message, "location": {"file": f"odf/{B}"}, "severity": "error"}
+    ]
+    refused = run(top, "apply", "--commit", "--system-time", WHEN)
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        f"error: --commit refused, nothing was applied: {message}\n",
+    )
+    assert runner.head.commit.message == "a new dataset whose folder is a submodule"
+    assert not (top / "odf" / B).exists()
+
+
 def test_a_pull_request_adding_an_ignore_rule_that_catches_chain_files_fails_its_plan(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,7 @@ import hashlib
 import heapq
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,6 +34,12 @@ _STATUSES: dict[str, FileStatus] = {
     "U": "modified",
     "D": "deleted",
 }
+
+
+_EVERY_PATH = ("--no-renames", "--ignore-submodules=none")
+"""Diff options that list every changed path: a rename as a deletion and an addition,
+and a submodule (gitlink) even when ``.gitmodules`` says ``ignore = all``, which a pull
+request writes to hide one."""
 
 
 class GitError(RuntimeError):
@@ -65,8 +72,8 @@ def changed_paths(repo_root: Path, base_ref: str, under: Path | None = None) -> 
     # the square of a folder's entries (a thousand manifests in datasets/: 8 s, where
     # each of these takes 0.03 s).
     listed = [
-        repo.git.diff("--cached", base.hexsha, "--name-only", "--no-renames", "-z", "--", *specs),
-        repo.git.diff("--name-only", "--no-renames", "-z", "--", *specs),
+        repo.git.diff("--cached", base.hexsha, *_EVERY_PATH, "--name-only", "-z", "--", *specs),
+        repo.git.diff(*_EVERY_PATH, "--name-only", "-z", "--", *specs),
         repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *specs),
     ]
     # The checkout's own path resolved, each file's not: a file the change made a link
@@ -188,7 +195,7 @@ def changed_files(
     # one diff 0.8 s, their few top folders 0.03 s; the answer is then narrowed here.
     narrowed, asked = len(specs) > _FEW, frozenset(specs)
     tops = sorted({spec.split("/", 1)[0] for spec in specs}) if narrowed else specs
-    diff = repo.git.diff(since.hexsha, "--name-status", "--no-renames", "-z", "--", *tops)
+    diff = repo.git.diff(since.hexsha, *_EVERY_PATH, "--name-status", "-z", "--", *tops)
     fields = diff.split("\0")
     changes = [(_STATUSES[fields[i][:1]], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
     untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *tops)
@@ -197,6 +204,30 @@ def changed_files(
         (status, PurePosixPath(path).relative_to(folder))
         for status, path in changes
         if not narrowed or not asked.isdisjoint(map(str, PurePosixPath(path).parents))
+    )
+
+
+def gitlinks(repo_root: Path, folder: str) -> list[str]:
+    """The git submodules (index entries of mode 160000) under ``folder``, relative to
+    the checkout's top: git commits nothing a run writes beneath one, and a clone has an
+    empty folder there, so none may sit in the chains' folder."""
+    repo = _repo(repo_root)
+    listed = repo.git.ls_files("--stage", "-z", "--", folder)
+    found = []
+    for entry in listed.split("\0"):
+        info, _, path = entry.partition("\t")
+        if info.startswith("160000 "):
+            found.append(path)
+    return found
+
+
+def submodule_in_chains(path: str) -> str:
+    """What the plan and ``apply --commit`` say of a submodule at ``path``."""
+    quoted = shlex.quote(path)
+    return (
+        f"{path} is a git submodule (a gitlink): git commits no file a run writes beneath"
+        " it, and every clone has an empty folder there; remove it with"
+        f" `git rm --cached {quoted}` and its entry in .gitmodules"
     )
 
 

@@ -29,7 +29,9 @@ from .gitops import (
     attributes_unset,
     chain_paths,
     converted_paths,
+    gitlinks,
     ignored_paths,
+    submodule_in_chains,
 )
 
 _IN_PROGRESS = {
@@ -121,6 +123,8 @@ class Worktree:
             identity = "git has no committer identity: set user.name and user.email"
             raise RefusedError(identity) from None
         top = Path(self.repo.working_tree_dir or ".")
+        if submodules := gitlinks(top, self.odf):
+            raise RefusedError(submodule_in_chains(submodules[0]))
         chain_files = chain_paths(top, self.odf, data_in_odf, names)
         ignored = ignored_paths(top, chain_files)
         if ignored:

@@ -105,6 +105,18 @@ class LinkInChainError(RepositoryError, ValueError):
         )
 
 
+class FolderInChainError(RepositoryError, ValueError):
+    """A chain file's path is a folder: a git submodule (gitlink) a pull request put
+    there checks out as one. Reported by name, as a link is."""
+
+    def __init__(self, dataset: Path, path: str) -> None:
+        self.dataset, self.path = dataset, path
+        super().__init__(
+            f"{dataset.name}/{path} is a folder where the chain has a file (a git"
+            " submodule, when git lists it with mode 160000)"
+        )
+
+
 class HeadUnreadableError(RepositoryError, ValueError):
     """``refs/head`` holds no block hash (a merge conflict, a hand edit)."""
 
@@ -294,6 +306,8 @@ class Dataset:
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise LinkInChainError(self.root, relative) from None
+            if e.errno == errno.EISDIR:
+                raise FolderInChainError(self.root, relative) from None
             raise
 
     def get_block(self, hash_: str, verify: bool = True) -> MetadataBlock:

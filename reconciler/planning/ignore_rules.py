@@ -33,13 +33,30 @@ def chain_rule_problems(
     checkout = _chain_files(config, names)
     if checkout is None:
         return []
-    return _ignored(config, pull_request, *checkout) + _rewritten(config, pull_request, *checkout)
+    return (
+        _submodules(config, pull_request, checkout[0])
+        + _ignored(config, pull_request, *checkout)
+        + _rewritten(config, pull_request, *checkout)
+    )
 
 
 def rewritten_chain_problems(config: RepoConfig, pull_request: bool) -> list[Problem]:
     """The attribute check alone, over the chain folders there are (``verify``'s hint)."""
     checkout = _chain_files(config, ())
     return [] if checkout is None else _rewritten(config, pull_request, *checkout)
+
+
+def _submodules(config: RepoConfig, pull_request: bool, top: Path) -> list[Problem]:
+    """One problem for each git submodule in the chains' folder (``gitops.gitlinks``)."""
+    odf = config.odf_dir.resolve().relative_to(top).as_posix()
+    return [
+        Problem(
+            gitops.submodule_in_chains(path),
+            location=Location(shown_path(top / path, config.root)),
+            severity=_severity(pull_request),
+        )
+        for path in gitops.gitlinks(top, odf)
+    ]
 
 
 def _ignored(config: RepoConfig, pull_request: bool, top: Path, files: list[str]) -> list[Problem]:
