@@ -11,9 +11,12 @@ as a type change.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import threading
 from pathlib import Path
+from typing import ClassVar
 
 import git
 import pytest
@@ -21,6 +24,7 @@ from gitops_repo import GitOpsRepo, manifest, reconcile, root_events
 from typer.testing import CliRunner
 
 from reconciler.cli import app
+from reconciler.odf.timestamps import Timestamp
 
 NAME = "org.example.a"
 SECRET = "HXSECRET=TOPSECRET-7f3a"
@@ -166,3 +170,65 @@ def test_a_head_that_is_a_folder_is_named_not_a_crash(pull_request: tuple[Path, 
     code, output = cli(root, "plan")
     assert code == 1
     assert f"  odf/{NAME}: {NAME}: chain cannot be read: {problem}" in output.splitlines()
+
+
+class _Listener(http.server.BaseHTTPRequestHandler):
+    """An S3 endpoint a pull request names: it answers every request with an error and
+    keeps the request lines."""
+
+    seen: ClassVar[list[str]] = []
+
+    def _any(self) -> None:
+        self.seen.append(self.requestline)
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self._any()
+
+    def do_HEAD(self) -> None:
+        self._any()
+
+    def do_PUT(self) -> None:
+        self._any()
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_the_incremental_check_uses_the_base_data_store_not_the_pull_requests(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """The pull request's own ``data_store`` and endpoint were used: its check (the first
+    step of the plan workflow, with the runner's credentials) sent requests to a server
+    the pull request chose."""
+    root, _ = pull_request
+    (root / "sources" / "2.csv").write_text("a,b\n3,z\n")
+    assert [o.status.value for o in reconcile(root, Timestamp.parse("2026-03-02T00:00:00Z"))] == [
+        "updated"
+    ]
+    repo = git.Repo(root)
+    committed = set(repo.git.ls_files("odf").splitlines())
+    (new,) = [
+        p
+        for p in (chain(root) / "data").iterdir()
+        if p.relative_to(root).as_posix() not in committed
+    ]
+    new.unlink()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Listener)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        (root / "pyproject.toml").write_text(
+            '[tool.reconciler]\ndata_store = "s3://evil/x"\n\n[tool.reconciler.s3]\n'
+            f'endpoint_url = "http://127.0.0.1:{server.server_address[1]}"\n'
+        )
+        repo.git.add(A=True)
+        repo.index.commit("a block whose data is in a store of the pull request's choosing")
+        code, output = cli(root, "verify", "--integrity", "--base", "origin/main")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _Listener.seen == []
+    assert code == 1
+    assert f"data file {new.name} is missing" in output

@@ -7,13 +7,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from ..config import shown_path
-from ..gitloop.gitops import GitError
+from ..config import ConfigError, shown_path
+from ..gitloop.gitops import GitError, config_at
 from ..inspection.verify import Verdict, changes_since, verify_change, verify_dataset
 from ..wording import count
 from .common import (
@@ -72,6 +73,7 @@ def run(
             changes = changes_since(repo, session.config.root, base)
         except GitError as e:
             raise fail(f"error: {e}") from None
+        repo = _store_of_base(session, base)
         checked = [n for n in chosen if n in changes]  # the others are not read at all
         check = lambda name: verify_change(repo, name, changes[name])  # noqa: E731
     else:
@@ -109,6 +111,17 @@ def run(
             err=as_json,
         )
     _finish(session, result, verdicts, code, as_json)
+
+
+def _store_of_base(session: Session, base: str) -> OdfRepository:
+    """The chains with the data store ``base``'s settings name: the check of a pull
+    request must not reach a store (an endpoint) the pull request names, and the objects
+    its chains may name are those in the base's store."""
+    try:
+        settings = config_at(session.config, base)
+    except (GitError, ConfigError) as e:
+        raise fail(f"error: {e}") from None
+    return replace(session.config, data_store=settings.data_store, s3=settings.s3).repository()
 
 
 def _hint_rewritten(session: Session, verdicts: list[Verdict], as_json: bool) -> None:
