@@ -13,6 +13,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import git
 import pytest
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
 from test_cli_apply import run
@@ -268,3 +269,43 @@ def test_a_chain_moved_to_another_name_is_told_as_a_rename() -> None:
         "chain c renamed to d (head f3)",
         "chain e created (head f4)",
     ]
+
+
+def test_a_plan_saved_against_a_ref_that_relaxed_a_rule_is_judged_by_this_checkout(
+    saved: tuple[GitOpsRepo, Path],
+) -> None:
+    """``plan --base REF --out plan.json`` is judged by ``REF``'s policies, a ref anyone
+    can push: one whose rule is a warning made a plan this checkout's rule forbids, and
+    ``apply plan.json`` applied it. Its errors are now added to the plan, which apply
+    refuses, writing nothing."""
+    repo, path = saved
+    git_repo = git.Repo(repo.root)
+    git_repo.git.checkout("-q", "-b", "relaxed")
+    (repo.root / "policies" / "metadata.yaml").write_text(
+        POLICY.replace("severity: error", "severity: warning")
+    )
+    repo.commit("the license rule, a warning")
+    git_repo.git.checkout("-q", "main")
+    repo.write(B, manifest(B, "Root", root_events().split("    - kind: SetLicense")[0]))
+    repo.commit("b has no license")
+    own = run(repo.root, "plan")
+    assert own.returncode == 1
+    assert "[license-required] " in own.stdout
+    planned = run(repo.root, "plan", "--base", "relaxed", "--format", "json", "--out", str(path))
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    before = files(repo)
+
+    applied = run(repo.root, "apply", str(path), "--system-time", "2026-03-01T00:00:00Z")
+    assert applied.returncode == 1
+    rule = f"  [license-required] datasets/{B}.yaml:1: {B}: no SetLicense event: every dataset"
+    lines = applied.stdout.splitlines()
+    errors = lines.index("Policy errors:")
+    assert lines[errors : errors + 4] == [
+        "Policy errors:",
+        f"{rule} needs a license",
+        "Policy warnings:",  # the saved plan's own verdict, by the relaxed rule
+        f"{rule} needs a license",
+    ]
+    assert lines[-2] == "Plan: 1 to create, 1 to update. 1 error, 3 warnings."
+    assert lines[-1].startswith("nothing applied in ")
+    assert files(repo) == before

@@ -20,7 +20,7 @@ from ..config import ConfigError, shown_path
 from ..gitloop import fingerprints, saved_plan
 from ..gitloop.gitops import GitError
 from ..odf import models
-from ..plan.model import ChangeClass, Column, Plan, QueryCheck
+from ..plan.model import ChangeClass, Column, Plan, QueryCheck, Severity
 from ..plan.policies import PolicyError
 from ..plan.render_common import summary_sentence
 from ..plan.render_json import render_json
@@ -124,7 +124,26 @@ def replay(session: Session, path: Path) -> tuple[Planned, str]:
     chosen = saved.selection
     shown = full if chosen is None else restrict(full, chosen)
     _refuse_if_stale(path, saved_plan.stale(saved, shown))
+    if saved.base_ref is not None:
+        shown = _judged_here(session, saved, shown)
     return Planned(full, shown, chosen), saved.digest
+
+
+def _judged_here(session: Session, saved: saved_plan.SavedPlan, shown: Plan) -> Plan:
+    """``shown`` with the errors this checkout's own policies find in it. A plan made
+    with ``--base`` was judged by that ref's policies: a ref of anyone's choosing (a
+    branch that deleted a rule), while what is applied is this checkout. Added to the
+    plan, its errors make apply refuse it, as they would a plan made here."""
+    own = make(session, PlanRequest(prune=saved.prune), None).full
+    if saved.selection is not None:
+        own = restrict(own, saved.selection)
+    verdicts = [v for v in own.verdicts if v.severity is Severity.ERROR]
+    problems = [p for p in own.problems if p.severity is Severity.ERROR]
+    return replace(
+        shown,
+        verdicts=(*shown.verdicts, *(v for v in verdicts if v not in shown.verdicts)),
+        problems=(*shown.problems, *(p for p in problems if p not in shown.problems)),
+    )
 
 
 def _refuse_if_stale(path: Path, differences: list[str]) -> None:
