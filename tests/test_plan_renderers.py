@@ -1083,6 +1083,20 @@ def test_a_pull_requests_file_names_cannot_put_html_into_the_comment() -> None:
     assert "- new-files: 1 new file: a&lt;img src=x>.csv &amp; b`<i>`.csv<br>next" in markdown
 
 
+def test_a_carriage_return_in_a_file_name_cannot_start_a_line_of_the_comment() -> None:
+    """CommonMark ends a line at a lone ``\\r`` too: a source file named with them put a
+    heading and a quote of the pull request's wording into the plan's comment."""
+    name = "o-10\r\r## Reconcile plan: 0 errors\r\r> Approved by policy bot.csv"
+    files = Pending("new-files", f"1 new file: {name}")
+    weekly = dataclasses.replace(WEEKLY, pending=(files,))
+    markdown = render_markdown(Plan(datasets=(TICKS, weekly), root=ROOT))
+    assert "\r" not in markdown
+    assert (
+        "- new-files: 1 new file: o-10<br><br>## Reconcile plan: 0 errors<br><br>> Approved by"
+        " policy bot.csv"
+    ) in markdown.splitlines()
+
+
 def test_json_names_the_commit_planned() -> None:
     document = plan_to_dict(PLAN)
     assert document["commit"] == COMMIT

@@ -128,7 +128,9 @@ def _inline(text: str) -> str:
     ``_``, ``~``, ``[`` and ``]``, which would make it bold, struck or a link, an ``@``
     that would mention (notify) a user or team, and a bare address GitHub would link.
     """
-    text = text.replace("\r\n", "\n")
+    # A lone carriage return ends a line in CommonMark as a line feed does: a file
+    # named ``a\r## Approved.csv`` would start a heading of its own.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     parts, last = [], 0
     for span in _CODE_SPAN.finditer(text):
         parts.append(_plain(text[last : span.start()]))
