@@ -545,9 +545,19 @@ def test_a_repository_moves_its_data_out_of_git_into_a_store(
     _move_into(root, setting, credentials.endpoint if where == "s3" else None)
     repo.commit("move the data out of git")
 
-    # The plan says what apply will move, per dataset, and counts it as a change.
-    planned = cli(root, "plan", "--detailed-exitcode", "--base", "HEAD~1")
+    # The plan says what apply will move, per dataset, and counts it as a change; in a
+    # pull request, the move is a maintainer's change (merged as such, the plan fails).
+    planned = cli(root, "plan", "--detailed-exitcode")
     assert planned.exit_code == 2, planned.output
+    pull_request = cli(root, "plan", "--detailed-exitcode", "--base", "HEAD~1")
+    assert pull_request.exit_code == 1, pull_request.output
+    assert (
+        f"  pyproject.toml:2: tool.reconciler.data_store: data_store changes from 'odf' to"
+        f" {setting!r}: once merged, the next run moves every data and checkpoint file out"
+        " of git into that store and removes them from the dataset folders, with the"
+        " runner's credentials. Where the data lives is a maintainer's change: a maintainer"
+        " reviews and merges it as such, since this plan cannot approve it"
+    ) in pull_request.output.splitlines()
     moves = [line.strip() for line in planned.output.splitlines() if "store-move" in line]
     by_dataset = {name: [f for f in before if f.startswith(name + "/")] for name in (DERIVED, ROOT)}
     assert moves == [

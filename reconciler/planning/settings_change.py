@@ -9,7 +9,9 @@ objects the chains already name, and fail there. Neither is a change a pull requ
 make by editing one line, so the plan of a pull request (``--base``) reports either as
 an error at the line that changes it. Moving from the dataset folders (``"odf"``) into a
 store is carried out by apply, and the plan lists the files as pending
-(``store_move_pending``).
+(``store_move_pending``); in a pull request it is an error too, as a change of Spark's
+master is: the merge would send every file to a store (an endpoint) of the pull
+request's choosing and take them out of git, so a maintainer merges it as such.
 ``source_roots`` may not grow either: the plan judges the pull request by the base's, but
 the next one would read the runner's files from the new folders. Nor may
 ``max_decompressed_size`` rise: it bounds what a decompression bomb of the same pull
@@ -54,6 +56,18 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
                 " data and checkpoint files the chains name are in the old store, and the"
                 " next run would look for them in the new one. Copy them there first"
                 " (see the README, 'Where data lives'), then change the setting",
+                location=_key_location(pyproject, "data_store"),
+                field="tool.reconciler.data_store",
+            )
+        )
+    elif _store_place(config) != _store_place(base):
+        problems.append(
+            Problem(
+                f"data_store changes from 'odf' to {config.data_store!r}: once merged, the"
+                " next run moves every data and checkpoint file out of git into that store"
+                " and removes them from the dataset folders, with the runner's credentials."
+                " Where the data lives is a maintainer's change: a maintainer reviews and"
+                " merges it as such, since this plan cannot approve it",
                 location=_key_location(pyproject, "data_store"),
                 field="tool.reconciler.data_store",
             )
