@@ -456,6 +456,25 @@ def test_a_submodule_in_the_chains_folder_fails_the_plan_and_is_refused_by_apply
     assert not (top / "odf" / B).exists()
 
 
+def test_a_committed_temporary_in_a_chain_folder_is_untracked_not_blamed_on_the_ignore_rule(
+    tmp_path: Path,
+) -> None:
+    """A ``.pending-*`` temporary merged into a chain folder (past its failed plan) made
+    every run stop with "git ignores files a run must commit", advising a rule that
+    would commit the temporary; a run commits no temporary and untracks this one."""
+    runner = applied_branch(tmp_path, "temporary")
+    top = tmp_path / "runner"
+    (top / ".gitignore").write_text("odf/.lock\n.pending-*\n")
+    temporary = top / "odf" / A / "data" / ".pending-0123456789abcdef"
+    temporary.write_bytes(b"half a file")
+    runner.git.add("--force", ".gitignore", str(temporary))
+    runner.index.commit("merged past its plan: a temporary in a chain folder")
+    applied = run(top, "apply", "--commit", "--system-time", WHEN)
+    assert applied.returncode == 0, applied.stderr
+    assert [p for p in runner.git.ls_files("odf").splitlines() if ".pending-" in p] == []
+    assert runner.head.commit.message.startswith("reconcile: ")
+
+
 def test_a_pull_request_adding_an_ignore_rule_that_catches_chain_files_fails_its_plan(
     tmp_path: Path,
 ) -> None:

@@ -415,8 +415,15 @@ _SAMPLED = 16  # files of each kind per folder: enough for a rule that matches s
 
 
 def _file_names(folder: Path) -> list[str]:
+    """The files a run commits in ``folder``: not a temporary (``.pending-*``) or a lock,
+    which a run never commits and ``.gitignore`` rightly ignores, even when a merge
+    carried one in."""
     try:
-        return [entry.name for entry in os.scandir(folder) if entry.is_file()]
+        return [
+            entry.name
+            for entry in os.scandir(folder)
+            if entry.is_file() and not entry.name.startswith(".")
+        ]
     except OSError:  # no such folder yet
         return []
 
