@@ -422,8 +422,8 @@ class _QueryChecker:
         self.checked[ds.name] = CheckedQuery(_transform_index(ds.snapshot), "transform")
         if not check.ok or check.output_schema is None:
             return replace(plan, query=check)
-        types = {c.name: c.type for c in check.output_schema}
-        refused = output_problem(types, _vocabulary(ds.snapshot))
+        columns = [(c.name, c.type) for c in check.output_schema]
+        refused = output_problem(columns, _vocabulary(ds.snapshot))
         if refused is not None:  # what the run would refuse: its output, not the query
             return replace(plan, query=replace(check, ok=False, error=refused, step="output"))
         return self._with_output_change(plan, check, ds)

@@ -5,8 +5,10 @@ A root's source is committed to the chain when the plan is applied, and only the
 ingest run its preprocess query over real data; any problem found there fails every
 later run of the dataset. So the plan checks the output columns against what ingest
 and the merge require of them (``ingest.preprocess.check_columns``,
-``ingest.merge``): no column named like a system column, an event time column (when
-the query gives one) of type DATE or TIMESTAMP, and every ``primaryKey`` and
+``ingest.merge``): no column named like a system column (ignoring case, as Spark
+compares names), an event time column (when the query gives one) of type DATE or
+TIMESTAMP, no two columns of one name, no type a slice cannot hold (the transform's
+rule, ``transform.output_rules.column_problem``), and every ``primaryKey`` and
 ``compareColumns`` name present. Without a preprocess query the read schema is checked
 instead, elsewhere, against the same rules.
 """
@@ -17,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 from ..odf import models
 from ..odf.manifest import LoadedSnapshot, issue_at
-from ..transform.output_rules import variant_problem
+from ..transform.output_rules import clash_text, column_problem, same_names, system_column
 from .diff import SourceEvent
 from .model import Column, Location, Problem
 
@@ -52,12 +54,20 @@ def _findings(
     event_path: YamlPath,
 ) -> Iterator[tuple[str, YamlPath]]:
     preprocess = (*event_path, "preprocess")
-    system = (vocab.offset_column, vocab.operation_type_column, vocab.system_time_column)
     for column in columns:
-        if column.name in system:
+        system = system_column(column.name, vocab)
+        if system == column.name:
             yield (
                 f"the preprocess query gives a column `{column.name}`, which is a system"
                 " column's name; rename it in the query",
+                preprocess,
+            )
+        elif system is not None:
+            yield (
+                f"the preprocess query gives a column `{column.name}`, which differs only in"
+                f" case from the system column `{system}` and which Spark"
+                " (spark.sql.caseSensitive=false) cannot hold apart from it; rename it in"
+                " the query",
                 preprocess,
             )
         elif column.name == vocab.event_time_column and column.type not in _TIME_TYPES:
@@ -66,8 +76,14 @@ def _findings(
                 f" {column.type}; it must be a DATE or a TIMESTAMP",
                 preprocess,
             )
-        elif (problem := variant_problem(column.name, column.type)) is not None:
+        elif (problem := column_problem(column.name, column.type)) is not None:
             yield f"the preprocess query's {problem}", preprocess
+    clash = same_names([c.name for c in columns])
+    if clash is not None:
+        yield (
+            f"the preprocess query's output {clash_text(*clash)}; rename one of them with AS",
+            preprocess,
+        )
     fields = type(source.merge).model_fields
     for field in ("primary_key", "compare_columns"):
         if field not in fields:

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.types import IntegerType
 
 from ..engine.frames import column, normalize_timestamps
-from ..engine.query_check import QueryError, apply_transform
+from ..engine.query_check import QueryError, apply_transform, columns_from_schema
 from ..engine.stored_rows import rows_in_one_partition
 from ..ingest.checkpoints import CHECKPOINT_KIND
 from ..odf import models
@@ -142,13 +142,16 @@ def _input_frame(spark: SparkSession, source: InputSlice) -> DataFrame:
 
 
 def _checked_output(output: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:
-    types = {f.name: f.dataType.simpleString() for f in output.schema.fields}
-    problem = output_problem(types, vocab)
+    """The output with its ``op`` column, once the plan's own rules pass: its columns are
+    spelled as the plan's query check spells them (``columns_from_schema``), so that the
+    run refuses with the plan's words what the plan would have refused."""
+    columns = [(c.name, c.type) for c in columns_from_schema(output.schema)]
+    problem = output_problem(columns, vocab)
     if problem is not None:
         raise TransformError(problem)
     op = vocab.operation_type_column
     output = normalize_timestamps(output)
-    if op in types:
+    if op in dict(columns):
         return output.withColumn(op, column(op).cast(IntegerType()))
     return output.withColumn(op, F.lit(0).cast(IntegerType()))
 
