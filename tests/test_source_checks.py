@@ -6,7 +6,6 @@ on it, so the lines and field paths are the ones a reviewer sees. No JVM is invo
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -435,7 +434,7 @@ def test_event_time_sources_the_fetcher_refuses_are_refused(tmp_path: Path) -> N
     [
         (
             "x-(\\d+",
-            "is not a valid regular expression: missing ), unterminated subpattern at position 2",
+            "is not a valid regular expression: missing ): x-(\\d+",
         ),
         ("x-\\d+", "has no capture group: group 1 must capture the time in the file name"),
         (
@@ -445,9 +444,9 @@ def test_event_time_sources_the_fetcher_refuses_are_refused(tmp_path: Path) -> N
         ("(\\d)\\1", "uses a backreference, which kamu's regex engine (Rust) does not support"),
         ("(?>\\d+)(x)", "uses an atomic group, which kamu's regex engine (Rust) does not support"),
         (
-            "(a+)+$",
-            "nests a repetition inside a repetition, which can take exponential time in Python's "
-            "backtracking regex engine on a crafted file name; write it without the nesting",
+            "x{a}(\\d+)",
+            "uses { as a character, which kamu's regex engine (Rust) reads as a counted "
+            "repetition ({n}, {n,} or {n,m}): write \\{ for the character",
         ),
     ],
 )
@@ -464,16 +463,12 @@ def test_from_path_patterns_are_compiled_and_inspected(
     ]
 
 
-def test_a_catastrophic_pattern_is_refused_without_being_run(tmp_path: Path) -> None:
+def test_a_pattern_with_nested_repetitions_is_accepted(tmp_path: Path) -> None:
+    """RE2 runs it in linear time on any file name, and kamu's engine accepts it: the
+    guard against Python's backtracking (refusing a repetition in a repetition) is gone."""
     pattern = "(" * 20 + "a*" + ")*" * 20 + "(b)"
     fetch = f"{{kind: FilesGlob, path: a, eventTime: {{kind: FromPath, pattern: '{pattern}'}}}}"
-    started = time.monotonic()
-    ((_, field, message),) = found(tmp_path, polling(fetch=fetch))
-    assert time.monotonic() - started < 5
-    assert (field, message.split(" nests ")[1][:33]) == (
-        "content.metadata[0].fetch.eventTime.pattern",
-        "a repetition inside a repetition,",
-    )
+    assert found(tmp_path, polling(fetch=fetch)) == []
 
 
 def test_an_unsupported_chrono_timestamp_format_is_refused(tmp_path: Path) -> None:

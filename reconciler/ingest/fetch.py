@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+from ..manifest_regex import ManifestRegexError, compile_regex
 from ..masking import Mask
 from ..odf import models
 from ..odf.timestamps import Timestamp
@@ -605,8 +606,8 @@ def event_time_from_name(name: str, source: models.EventTimeSourceFromPath) -> T
     a time of day written in the name; here it is kept.
     """
     try:
-        regex = re.compile(source.pattern)
-    except re.error as e:
+        regex = compile_regex(source.pattern)  # RE2: linear time on any name
+    except ManifestRegexError as e:
         raise EventTimeError(f"invalid fromPath pattern {quoted(source.pattern)}: {e}") from None
     match = regex.search(name)
     if match is None:
@@ -614,12 +615,12 @@ def event_time_from_name(name: str, source: models.EventTimeSourceFromPath) -> T
             f"fromPath pattern {quoted(source.pattern)} does not match file name {name!r}",
             origin=name,
         )
-    if regex.groups < 1 or match.group(1) is None:
+    text = match.group(1) if regex.groups >= 1 else None
+    if text is None:
         raise EventTimeError(
             f"fromPath pattern {quoted(source.pattern)} has no capture group 1 matching {name!r}",
             origin=name,
         )
-    text = match.group(1)
     fmt = source.timestamp_format or "%Y-%m-%d"
     try:
         parsed = dt.datetime.strptime(text, chrono_to_strptime(fmt))
