@@ -156,8 +156,8 @@ CASES = [
 FINE_SELECT = "named_struct('map', qty, 'variant', product, 'void', 1) AS s, 1 AS op"
 
 PREPROCESS = (
-    "SELECT event_time, a AS OFFSET, NULL AS n, map(b, a) AS m, INTERVAL '2' HOUR AS h,"
-    " b, b AS B FROM input"
+    "SELECT event_time, qty AS OFFSET, NULL AS n, map(product, qty) AS m,"
+    " INTERVAL '2' HOUR AS h, product, product AS PRODUCT FROM input"
 )
 
 
@@ -165,7 +165,7 @@ def _preprocessed_root() -> str:
     return manifest(
         PREPROCESSED,
         "Root",
-        root_events(schema="[event_time TIMESTAMP, a BIGINT, b STRING]").replace(
+        root_events(schema="[event_time TIMESTAMP, product STRING, qty BIGINT]").replace(
             "      merge:",
             f'      preprocess: {{kind: Sql, engine: spark, query: "{PREPROCESS}"}}\n      merge:',
         ),
@@ -228,7 +228,8 @@ def test_a_preprocess_output_is_held_to_the_same_rules(planned: Planned) -> None
         f" slice cannot hold: {MAP_WHY}",
         "the preprocess query's column 'h' is or holds an INTERVAL (interval hour), which a"
         f" slice cannot hold: {INTERVAL_WHY}",
-        f"the preprocess query's output has columns 'b' and 'B', which differ only in case"
+        f"the preprocess query's output has columns 'product' and 'PRODUCT', which differ"
+        " only in case"
         f" and {CASE_APART}; rename one of them with AS",
     ]
 
@@ -238,7 +239,7 @@ def test_the_run_refuses_them_in_the_plan_s_words_and_writes_nothing(planned: Pl
     refuses each output before writing, and the chain's head stays where it was."""
     repo = planned.repo
     repo.apply()  # the metadata alone, no query analysed
-    names = [ROOT, FINE, *(f"org.types.{c.name}" for c in CASES)]
+    names = [ROOT, FINE, PREPROCESSED, *(f"org.types.{c.name}" for c in CASES)]
     heads = {name: repo.odf.dataset(name).state().head for name in names}
     context = IngestContext(
         spark=lambda: get_spark(TEST_SETTINGS), base_dir=repo.root, env={}, system_time=T1
@@ -247,6 +248,14 @@ def test_the_run_refuses_them_in_the_plan_s_words_and_writes_nothing(planned: Pl
     outcomes = {o.dataset: o for o in apply_plan(repo.odf, unchecked, T1, context, selected=names)}
     assert (outcomes[ROOT].status, outcomes[ROOT].rows) == (Status.UPDATED, 1)
     assert (outcomes[FINE].status, outcomes[FINE].rows) == (Status.UPDATED, 1)
+    # a root's preprocess output, in the words of the plan's first error for it
+    assert (outcomes[PREPROCESSED].status, outcomes[PREPROCESSED].message) == (
+        Status.FAILED,
+        "read failed: BadInputSchemaError: the preprocess query gives a column `OFFSET`,"
+        " which differs only in case from the system column `offset` and which Spark"
+        " (spark.sql.caseSensitive=false) cannot hold apart from it; rename it in the query",
+    )
+    assert repo.odf.dataset(PREPROCESSED).state().data_schema is None
     for case in CASES:
         name = f"org.types.{case.name}"
         assert (outcomes[name].status, outcomes[name].message) == (

@@ -38,10 +38,17 @@ from pyspark.sql import functions as F  # noqa: N812 (Spark's own convention)
 from pyspark.sql.types import IntegralType, StringType, TimestampType
 
 from ..engine.frames import column, is_time
-from ..engine.query_check import QueryError, apply_transform
+from ..engine.query_check import QueryError, apply_transform, columns_from_schema
 from ..odf import models
 from ..transform.one_task import one_task
 from ..transform.ordering import deterministic_order, row_wise
+from ..transform.output_rules import (
+    clash_text,
+    column_problem,
+    preprocess_case_clash,
+    same_names,
+    system_column,
+)
 
 INPUT_VIEW = "input"
 
@@ -94,12 +101,30 @@ def preprocess(
         except QueryError as e:
             where = f" (line {e.line})" if e.line else ""
             raise PreprocessError(f"preprocess query failed{where}: {e.message}") from None
+        _check_query_output(result, vocab)
     elif not has_read_schema:
         result = _default(frame, vocab)
     else:
         result = frame
     check_columns(result, vocab)
     return result
+
+
+def _check_query_output(result: DataFrame, vocab: models.DatasetVocabulary) -> None:
+    """Refuse, in the plan's words (``plan.preprocess_output``), a query output the plan
+    refuses: a system column's name in another case, a name twice, a type a slice cannot
+    hold. A manifest merged past its failed plan stops here, before anything is written."""
+    columns = [(c.name, c.type) for c in columns_from_schema(result.schema)]
+    for name, type_ in columns:
+        system = system_column(name, vocab)
+        if system is not None and system != name:
+            raise BadInputSchemaError(preprocess_case_clash(name, system))
+        if (problem := column_problem(name, type_)) is not None:
+            raise BadInputSchemaError(f"the preprocess query's {problem}")
+    if (clash := same_names(name for name, _ in columns)) is not None:
+        raise BadInputSchemaError(
+            f"the preprocess query's output {clash_text(*clash)}; rename one of them with AS"
+        )
 
 
 def _default(frame: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:

@@ -19,7 +19,13 @@ from collections.abc import Iterator, Sequence
 
 from ..odf import models
 from ..odf.manifest import LoadedSnapshot, issue_at
-from ..transform.output_rules import clash_text, column_problem, same_names, system_column
+from ..transform.output_rules import (
+    clash_text,
+    column_problem,
+    preprocess_case_clash,
+    same_names,
+    system_column,
+)
 from .diff import SourceEvent
 from .model import Column, Location, Problem
 
@@ -63,13 +69,7 @@ def _findings(
                 preprocess,
             )
         elif system is not None:
-            yield (
-                f"the preprocess query gives a column `{column.name}`, which differs only in"
-                f" case from the system column `{system}` and which Spark"
-                " (spark.sql.caseSensitive=false) cannot hold apart from it; rename it in"
-                " the query",
-                preprocess,
-            )
+            yield preprocess_case_clash(column.name, system), preprocess
         elif column.name == vocab.event_time_column and column.type not in _TIME_TYPES:
             yield (
                 f"the preprocess query gives the event time column `{column.name}` as"

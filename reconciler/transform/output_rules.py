@@ -70,6 +70,16 @@ def system_column(name: str, vocab: models.DatasetVocabulary) -> str | None:
     return next((s for s in system if s.lower() == name.lower()), None)
 
 
+def preprocess_case_clash(name: str, system: str) -> str:
+    """What the plan and the ingest run say of a preprocess output column ``name`` that
+    is the system column ``system`` in another case."""
+    return (
+        f"the preprocess query gives a column `{name}`, which differs only in case from the"
+        f" system column `{system}` and which Spark (spark.sql.caseSensitive=false) cannot"
+        " hold apart from it; rename it in the query"
+    )
+
+
 def same_names(names: Iterable[str]) -> tuple[str, str] | None:
     """The first two of ``names`` that are one name to Spark (equal ignoring case)."""
     seen: dict[str, str] = {}
