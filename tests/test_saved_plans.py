@@ -309,3 +309,9 @@ def test_a_plan_saved_against_a_ref_that_relaxed_a_rule_is_judged_by_this_checko
     assert lines[-2] == "Plan: 1 to create, 1 to update. 1 error, 3 warnings."
     assert lines[-1].startswith("nothing applied in ")
     assert files(repo) == before
+    # the same plan made by apply itself, against that ref
+    direct = run(repo.root, "apply", "--base", "relaxed", "--system-time", "2026-03-01T00:00:00Z")
+    assert direct.returncode == 1
+    assert f"{rule} needs a license" in direct.stdout.splitlines()
+    assert "Plan: 1 to create, 1 to update. 1 error, 3 warnings." in direct.stdout.splitlines()
+    assert files(repo) == before

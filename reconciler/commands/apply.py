@@ -93,6 +93,8 @@ def _make(session: Session, options: RunOptions) -> _Made:
     """The plan of this run: made now, or the saved one checked against the repository."""
     if options.saved_plan is None:
         planned = plan_command.make(session, plan_command.request_of(options), options.select)
+        if options.base is not None:  # judged by a ref's policies: by the checkout's too
+            planned = plan_command.judged_here(session, planned, options.prune)
         return _Made(planned, plan_command.digest(planned.shown))
     return _Made(*plan_command.replay(session, options.saved_plan))
 

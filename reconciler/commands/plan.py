@@ -124,26 +124,29 @@ def replay(session: Session, path: Path) -> tuple[Planned, str]:
     chosen = saved.selection
     shown = full if chosen is None else restrict(full, chosen)
     _refuse_if_stale(path, saved_plan.stale(saved, shown))
+    planned = Planned(full, shown, chosen)
     if saved.base_ref is not None:
-        shown = _judged_here(session, saved, shown)
-    return Planned(full, shown, chosen), saved.digest
+        planned = judged_here(session, planned, saved.prune)
+    return planned, saved.digest
 
 
-def _judged_here(session: Session, saved: saved_plan.SavedPlan, shown: Plan) -> Plan:
-    """``shown`` with the errors this checkout's own policies find in it. A plan made
-    with ``--base`` was judged by that ref's policies: a ref of anyone's choosing (a
-    branch that deleted a rule), while what is applied is this checkout. Added to the
-    plan, its errors make apply refuse it, as they would a plan made here."""
-    own = make(session, PlanRequest(prune=saved.prune), None).full
-    if saved.selection is not None:
-        own = restrict(own, saved.selection)
+def judged_here(session: Session, planned: Planned, prune: bool) -> Planned:
+    """``planned`` with the errors this checkout's own policies find in it added to the
+    plan shown. A plan made with ``--base`` is judged by that ref's policies: a ref of
+    anyone's choosing (a branch that deleted a rule), while what apply writes is this
+    checkout. Apply refuses the errors as it refuses those of a plan made here."""
+    own = make(session, PlanRequest(prune=prune), None).full
+    if planned.selected is not None:
+        own = restrict(own, planned.selected)
+    shown = planned.shown
     verdicts = [v for v in own.verdicts if v.severity is Severity.ERROR]
     problems = [p for p in own.problems if p.severity is Severity.ERROR]
-    return replace(
+    shown = replace(
         shown,
         verdicts=(*shown.verdicts, *(v for v in verdicts if v not in shown.verdicts)),
         problems=(*shown.problems, *(p for p in problems if p not in shown.problems)),
     )
+    return replace(planned, shown=shown)
 
 
 def _refuse_if_stale(path: Path, differences: list[str]) -> None:
