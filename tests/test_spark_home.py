@@ -15,12 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from gitops_repo import GitOpsRepo
 
 SECRET = "J32-SPARK-HOME-SECRET"
 
 
-def test_a_repository_spark_submit_is_never_started(tmp_path: Path) -> None:
+@pytest.mark.parametrize("spark_home", [None, ""], ids=["unset", "empty"])
+def test_a_repository_spark_submit_is_never_started(tmp_path: Path, spark_home: str | None) -> None:
     repo = GitOpsRepo.create(tmp_path / "repo")
     marker = tmp_path / "ran"
     script = repo.root / "bin" / "spark-submit"
@@ -31,6 +33,8 @@ def test_a_repository_spark_submit_is_never_started(tmp_path: Path) -> None:
     (repo.root / "jars" / ".keep").write_text("")
     env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
     env["HOSTILE_SECRET"] = SECRET
+    if spark_home is not None:  # a workflow's `SPARK_HOME: ${{ vars.X }}`, X unset
+        env["SPARK_HOME"] = spark_home
 
     result = subprocess.run(
         [sys.executable, "-m", "reconciler", "-C", "..", "sql", "SELECT 1 AS one"],

@@ -264,8 +264,10 @@ def _start(settings: SparkSettings) -> SparkSession:
     # when it holds a ``bin/spark-submit`` and a ``jars/`` folder, before the installed
     # package: run in a folder of a pull request's checkout (its ``datasets/``), the
     # command would start the pull request's script. A SPARK_HOME the environment sets
-    # (a cluster's distribution) is the operator's choice and stays.
-    os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
+    # (a cluster's distribution) is the operator's choice and stays; an empty one (a
+    # workflow's unset variable) is none, and pyspark would take the working directory.
+    if not os.environ.get("SPARK_HOME"):
+        os.environ["SPARK_HOME"] = str(Path(pyspark.__file__).parent)
 
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in conf.items():
