@@ -107,7 +107,8 @@ class GitOpsRepo:
 
     def commit(self, message: str = "change") -> str:
         repo = git.Repo(self.root)
-        repo.git.add(A=True)
+        # all but the data store's cache, which `reconcile init`'s .gitignore leaves out
+        repo.git.add("-A", "--", ".", ":!.reconcile-cache")
         repo.index.commit(message)
         return repo.head.commit.hexsha
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import git
 import pytest
 from gitops_repo import GitOpsRepo, manifest, root_events
 from pyarrow import fs as pafs
@@ -770,3 +771,62 @@ def test_a_write_the_disk_refuses_leaves_no_temporary_in_a_folder_store(tmp_path
     )
     assert [p.name for p in store.rglob("*")] == ["data"]
     assert source.read_bytes() == b"x" * 100_000
+
+
+@pytest.mark.parametrize("carried", ["file", "link"])
+def test_a_cache_git_carries_fails_the_plan_and_stops_every_reader(
+    tmp_path: Path, spark: SparkSession, carried: str
+) -> None:
+    """A run takes a cached file for the object its name promises (it was hashed when
+    downloaded): a pull request that committed a file under a real object's name in
+    ``.reconcile-cache/`` (or the folder as a link) changed a derivative's data with a
+    clean plan, and verify's replay then read the same file and agreed."""
+    root = tmp_path / "repo"
+    repo = make_repo(root, "../store")
+    apply(root, "2026-01-01T06:00:00Z")
+    repo.commit("applied")
+    git_repo = git.Repo(root)
+    git_repo.git.checkout("-q", "-b", "poison")
+    (_, real), *_ = named_objects(RepoConfig.load(root).repository().dataset(ROOT))
+    shutil.rmtree(root / ".reconcile-cache", ignore_errors=True)
+    if carried == "file":
+        poisoned = root / ".reconcile-cache" / "data" / real
+        poisoned.parent.mkdir(parents=True)
+        poisoned.write_bytes(b"rows of the pull request's choosing")
+        problem = (
+            f"git tracks .reconcile-cache/data/{real} in the data store's cache"
+            " (.reconcile-cache/), whose files are used as the objects they are named after"
+            " without being hashed again; remove it from git (`git rm -r --cached"
+            " .reconcile-cache`)"
+        )
+    else:
+        (root / "seed").mkdir()
+        (root / ".reconcile-cache").symlink_to("seed")
+        problem = (
+            ".reconcile-cache is a symbolic link: the data store's cache is this clone's own"
+            " folder, whose files are used as the objects they are named after; remove the link"
+        )
+    git_repo.git.add("--force", "-A")
+    git_repo.index.commit("a cached object of the pull request's own")
+    heads = {
+        name: str(RepoConfig.load(root).repository().dataset(name).head())
+        for name in (ROOT, DERIVED)
+    }
+
+    planned = cli(root, "plan", "--base", "main")
+    assert planned.exit_code == 1
+    assert f"  .reconcile-cache: {problem}" in planned.output.splitlines()
+    for args in (
+        ("apply", "--yes"),
+        ("sql", f"SELECT * FROM `{DERIVED}`"),
+        ("verify", "--integrity"),
+        ("verify",),
+    ):
+        result = cli(root, *args)
+        assert result.exit_code == 1, args
+        assert f"error: {problem}" in result.output.splitlines(), args
+    after = {
+        name: str(RepoConfig.load(root).repository().dataset(name).head())
+        for name in (ROOT, DERIVED)
+    }
+    assert after == heads

@@ -130,11 +130,27 @@ class Session:
         store = self.odf.store
         if store is None:
             return None
+        if (problem := self.cache_problem()) is not None:
+            return problem
         try:
             store.check()
         except StoreError as e:
             return str(e)
         return None
+
+    def cache_problem(self) -> str | None:
+        """Why the data store's cache cannot be trusted (``gitops.cache_problem``); None
+        without a store outside git, which has no cache."""
+        if self.config.data_store == "odf":
+            return None
+        from ..gitloop.gitops import cache_problem
+
+        return cache_problem(self.config)
+
+    def check_cache(self) -> None:
+        """For commands that read the store without writing it (``sql``, ``verify``)."""
+        if (problem := self.cache_problem()) is not None:
+            raise fail(f"error: {problem}")
 
     def secret_mask(self) -> Mask:
         """Masks the values of the environment variables the manifests' templates name.

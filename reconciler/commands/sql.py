@@ -45,6 +45,7 @@ def run(
         names = selection(graph, select)
 
     scope = Scope(names, partial(renamed_to, session.config))
+    session.check_cache()
 
     try:
         spark = session.spark()

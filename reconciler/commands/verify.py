@@ -55,6 +55,7 @@ def run(
     if no_download and base is not None:
         raise usage_error("--no-download lightens the full check; --base reads only changes")
     as_json = output_format is OutputFormat.JSON
+    session.check_cache()
     repo = session.odf
     chosen = names or repo.names()
     for name in chosen:

@@ -17,7 +17,7 @@ from typing import Literal
 
 import git
 
-from ..config import RepoConfig
+from ..config import RepoConfig, shown_path
 from ..odf.names import name_problem
 
 _BLOCK_NAME = re.compile("f1620[0-9a-f]{64}")  # a block file: its SHA3-256 multihash
@@ -219,6 +219,32 @@ def gitlinks(repo_root: Path, folder: str) -> list[str]:
         if info.startswith("160000 "):
             found.append(path)
     return found
+
+
+def cache_problem(config: RepoConfig) -> str | None:
+    """Why the data store's cache (``.reconcile-cache/``) cannot be trusted, or None. A
+    run takes a cached file for the object its name promises without hashing it again
+    (it was hashed when downloaded), so the cache must be this clone's own: git may carry
+    neither a file in it nor a link in its place, which a pull request could fill with
+    data of its choosing under a real object's name."""
+    cache = config.cache_dir
+    shown = shown_path(cache, config.root)
+    if cache.is_symlink():
+        return (
+            f"{shown} is a symbolic link: the data store's cache is this clone's own folder,"
+            " whose files are used as the objects they are named after; remove the link"
+        )
+    try:
+        tracked = _repo(config.root).git.ls_files("-z", "--", str(cache)).split("\0")
+    except (GitError, git.GitCommandError):
+        return None  # outside git, or git cannot say: nothing of it is carried by git
+    if tracked[0]:
+        return (
+            f"git tracks {tracked[0]} in the data store's cache ({shown}/), whose files are"
+            " used as the objects they are named after without being hashed again; remove"
+            f" it from git (`git rm -r --cached {shlex.quote(shown)}`)"
+        )
+    return None
 
 
 def submodule_in_chains(path: str) -> str:

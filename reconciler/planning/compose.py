@@ -37,7 +37,7 @@ from ..plan.desired import (
     read_manifests,
     resolve_desired,
 )
-from ..plan.model import Column, DatasetPlan, Plan, QueryCheck, Severity, Verdict
+from ..plan.model import Column, DatasetPlan, Location, Plan, Problem, QueryCheck, Severity, Verdict
 from ..plan.pending import GlobListings
 from ..plan.policies import PolicyError, PolicySet, evaluate, load_policies, read_override
 from ..plan.renames import find_renames, renamed
@@ -260,6 +260,8 @@ def make_plan(
         ]
     problems += chain_rule_problems(config, pull_request, desired.datasets)
     problems += store_problems(config)
+    if config.data_store != "odf" and (cached := gitops.cache_problem(config)) is not None:
+        problems.append(Problem(cached, location=Location(str(config.cache_dir))))
     if base is not None:
         problems += settings_problems(config, base)
         problems += engine_setting_problems(config, str(request.base_ref))
