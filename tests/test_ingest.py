@@ -18,8 +18,10 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pytest
 from gitops_repo import T1, GitOpsRepo, events, manifest, reconcile, root_events, rows, slices
+from pyspark.sql import SparkSession
 
 from reconciler.apply.outcome import Status
+from reconciler.ingest.preprocess import BadInputSchemaError, check_columns
 from reconciler.odf import Timestamp, models
 from reconciler.odf.arrow_schema import decode_arrow_schema
 from reconciler.odf.integrity import check_integrity
@@ -473,14 +475,26 @@ def test_default_preprocess_parses_event_time_and_renames_system_columns(tmp_pat
         tmp_path, root_events(schema="null").replace("schema: null", "inferSchema: false")
     )
     source(
-        repo, "1.csv", "event_time,offset,v\n2020-01-01T10:00:00Z,5,x\n1999-12-31T23:59:59.5Z,6,y\n"
+        repo,
+        "1.csv",
+        "event_time,offset,System_Time,v\n2020-01-01T10:00:00Z,5,a,x\n"
+        "1999-12-31T23:59:59.5Z,6,b,y\n",
     )
     assert outcome(repo) == (Status.CREATED, "", 2, 2)
     (data,) = slices(dataset(repo))
-    assert data.column_names == ["offset", "op", "system_time", "event_time", "_offset", "v"]
+    # a system column's name in another case too: Spark holds them as one column
+    assert data.column_names == [
+        "offset",
+        "op",
+        "system_time",
+        "event_time",
+        "_offset",
+        "_System_Time",
+        "v",
+    ]
     assert rows(data, "system_time") == [
-        (0, 0, "1999-12-31T23:59:59.500000Z", "6", "y"),
-        (1, 0, "2020-01-01T10:00:00Z", "5", "x"),
+        (0, 0, "1999-12-31T23:59:59.500000Z", "6", "b", "y"),
+        (1, 0, "2020-01-01T10:00:00Z", "5", "a", "x"),
     ]
 
 
@@ -498,3 +512,17 @@ def test_gzip_source_and_the_same_inputs_give_the_same_hashes(tmp_path: Path) ->
         assert added.new_data is not None
         hashes.append((added.new_data.logical_hash, added.new_data.physical_hash))
     assert hashes[0] == hashes[1]
+
+
+def test_a_read_schema_column_named_like_a_system_column_in_another_case_stops_the_run(
+    spark: SparkSession,
+) -> None:
+    """The plan refuses it; a manifest merged past the plan stops here, before writing."""
+    frame = spark.createDataFrame([(1, 2)], "event_time BIGINT, Offset BIGINT")
+    with pytest.raises(BadInputSchemaError) as refused:
+        check_columns(frame.drop("event_time"), models.DatasetVocabulary())
+    assert str(refused.value) == (
+        "the data has a column 'Offset', which differs only in case from the system column"
+        " 'offset' and which Spark (spark.sql.caseSensitive=false) cannot hold apart from it;"
+        " rename it in the read schema or the preprocess query"
+    )

@@ -282,6 +282,21 @@ def test_a_system_column_name_in_the_read_schema_is_refused(tmp_path: Path) -> N
     ]
 
 
+def test_a_system_column_name_in_another_case_is_refused(tmp_path: Path) -> None:
+    """Spark holds ``Offset`` and ``offset`` as one column: the slice was committed, and
+    every query of it failed with COLUMN_ALREADY_EXISTS."""
+    events = polling(read='{kind: Csv, schema: ["Offset BIGINT", "b STRING"]}')
+    assert found(tmp_path, events) == [
+        (
+            9,
+            "content.metadata[0].read.schema[0]",
+            "column 'Offset' differs only in case from the system column 'offset', which Spark"
+            " (spark.sql.caseSensitive=false) cannot hold apart from it; rename it in the read"
+            " schema (or in a preprocess query)",
+        )
+    ]
+
+
 def test_an_event_time_column_that_is_not_a_time_is_refused(tmp_path: Path) -> None:
     events = polling(read='{kind: Csv, schema: ["event_time STRING", "b STRING"]}')
     assert found(tmp_path, events) == [

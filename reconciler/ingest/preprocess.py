@@ -128,11 +128,11 @@ def _check_query_output(result: DataFrame, vocab: models.DatasetVocabulary) -> N
 
 
 def _default(frame: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:
-    reserved = _reserved(vocab)
     selected = []
     for field in frame.schema.fields:
         ref = column(field.name)
-        name = "_" + field.name if field.name in reserved else field.name
+        # a system column's name in any case: Spark holds ``OFFSET`` and ``offset`` as one
+        name = "_" + field.name if system_column(field.name, vocab) is not None else field.name
         if field.name == vocab.event_time_column:
             if isinstance(field.dataType, IntegralType):
                 ref = F.timestamp_seconds(ref)
@@ -142,17 +142,21 @@ def _default(frame: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:
     return frame.select(*selected)
 
 
-def _reserved(vocab: models.DatasetVocabulary) -> set[str]:
-    return {vocab.offset_column, vocab.operation_type_column, vocab.system_time_column}
-
-
 def check_columns(frame: DataFrame, vocab: models.DatasetVocabulary) -> None:
     """Refuse data that would collide with the system columns or has a bad event time."""
     for field in frame.schema.fields:
-        if field.name in _reserved(vocab):
+        system = system_column(field.name, vocab)
+        if system == field.name:
             raise BadInputSchemaError(
                 f"the data has a column {field.name!r}, which is a system column's name;"
                 " rename it in the read schema or the preprocess query"
+            )
+        if system is not None:
+            raise BadInputSchemaError(
+                f"the data has a column {field.name!r}, which differs only in case from the"
+                f" system column {system!r} and which Spark (spark.sql.caseSensitive=false)"
+                " cannot hold apart from it; rename it in the read schema or the preprocess"
+                " query"
             )
         if field.name == vocab.event_time_column and not is_time(field.dataType):
             raise BadInputSchemaError(

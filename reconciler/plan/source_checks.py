@@ -24,6 +24,7 @@ from ..ingest.fetch import EventTimeError, chrono_to_strptime
 from ..odf import models
 from ..odf.manifest import issue_at
 from ..odf.names import shown
+from ..transform.output_rules import system_column
 from .ddl import DdlError, parse_columns
 from .desired import DesiredDataset
 from .model import Column, Location, Problem
@@ -261,14 +262,23 @@ def _column_findings(
         for j, name in enumerate(wanted or []):
             if name not in names:
                 yield (*at, "merge", field, j), _missing(field, name, names)
-    system = (vocab.offset_column, vocab.operation_type_column, vocab.system_time_column)
     for k, column in columns:
-        if column.name in system:
+        system = system_column(column.name, vocab)
+        if system == column.name:
             yield (
                 (*at, "read", "schema", k),
                 (
                     f"column {shown(column.name)} has the name of a system column; rename it in "
                     "the read schema (or in a preprocess query)"
+                ),
+            )
+        elif system is not None:
+            yield (
+                (*at, "read", "schema", k),
+                (
+                    f"column {shown(column.name)} differs only in case from the system column"
+                    f" {shown(system)}, which Spark (spark.sql.caseSensitive=false) cannot hold"
+                    " apart from it; rename it in the read schema (or in a preprocess query)"
                 ),
             )
         if column.name == vocab.event_time_column and column.type not in TIME_TYPES:
