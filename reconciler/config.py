@@ -90,6 +90,8 @@ class RepoConfig:
     def load(cls, root: Path) -> RepoConfig:
         root = root.resolve()
         pyproject = root / "pyproject.toml"
+        if pyproject.exists() and not pyproject.is_file():  # a submodule checks out as a folder
+            raise ConfigError(f"{pyproject} is not a file")
         text = pyproject.read_text(encoding="utf-8") if pyproject.exists() else ""
         return cls.of_pyproject(root, text, pyproject)
 

@@ -232,3 +232,25 @@ def test_the_incremental_check_uses_the_base_data_store_not_the_pull_requests(
     assert _Listener.seen == []
     assert code == 1
     assert f"data file {new.name} is missing" in output
+
+
+def test_submodules_where_files_are_are_named_not_a_crash(pull_request: tuple[Path, Path]) -> None:
+    """A gitlink checks out as an empty folder: at a chain's ``data`` or at
+    ``pyproject.toml`` the pull request's check stopped with IsADirectoryError."""
+    root, _ = pull_request
+    repo = git.Repo(root)
+    head = repo.head.commit.hexsha
+    repo.git.rm("-r", "-q", f"odf/{NAME}/data")
+    repo.git.update_index("--add", "--cacheinfo", f"160000,{head},odf/{NAME}/data")
+    (chain(root) / "data").mkdir()
+    repo.index.commit("the data folder a submodule")
+    code, output = cli(root, "verify", "--integrity", "--base", "origin/main")
+    assert code == 1
+    assert (
+        f"  {NAME}/data is a folder where the chain has a file (a git submodule, when git lists"
+        " it with mode 160000)"
+    ) in output.splitlines()
+    (root / "pyproject.toml").unlink(missing_ok=True)
+    (root / "pyproject.toml").mkdir()
+    code, output = cli(root, "plan")
+    assert (code, output) == (1, f"error: {root / 'pyproject.toml'} is not a file\n")

@@ -95,8 +95,8 @@ def changes_since(repo: OdfRepository, repo_root: Path, base_ref: str) -> dict[s
     root = repo.root.resolve()
     files: dict[str, tuple[set[str], set[str]]] = {}
     for path in changed_paths(repo_root, base_ref):
-        if not path.is_relative_to(root):
-            continue
+        if not path.is_relative_to(root) or path == root:
+            continue  # the folder itself a submodule: the plan reports it, and no chain is read
         name, *rest = path.relative_to(root).parts
         if rest:
             changed, deleted = files.setdefault(name, (set(), set()))

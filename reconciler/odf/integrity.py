@@ -38,6 +38,7 @@ from .repository import (
     BlockHashMismatchError,
     BlockNotFoundError,
     Dataset,
+    FolderInChainError,
     LinkInChainError,
     RepositoryError,
 )
@@ -444,6 +445,8 @@ def _check_changed(dataset: Dataset, path: str, derivative: bool) -> list[Integr
     full = dataset.root / path
     if os.path.islink(full):
         return [IntegrityProblem(str(LinkInChainError(dataset.root, path)))]
+    if full.is_dir():  # a git submodule checks out as a folder
+        return [IntegrityProblem(str(FolderInChainError(dataset.root, path)))]
     if folder == "blocks" and "/" not in name:
         actual = block_hash(full.read_bytes())
         if actual == name:
