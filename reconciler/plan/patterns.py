@@ -9,7 +9,10 @@ or, for what only backtracking engines have (lookaround, backreferences, conditi
 atomic groups, possessive quantifiers), with the construct's name; and what RE2 accepts but
 Rust refuses (``\\C``, ``\\Q…\\E``, octal escapes, a ``{`` that is not a counted
 repetition, which RE2 takes as a character) is refused too, since kamu would refuse the
-manifest.
+manifest. So is what both accept but read differently: in a character class Rust reads
+``[`` as a nested class and ``&&``, ``--``, ``~~`` as set operations, where RE2 reads
+characters, and ``\\<``, ``\\>`` are word boundaries to Rust (since regex 1.10) but
+characters to RE2.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ _ONLY_BACKTRACKING = {
 _MAX_REPEAT = 1000  # RE2's largest repetition count
 _COUNTED = re.compile(r"\{([0-9]+)(?:,([0-9]*))?\}")
 _OCTAL = re.compile(r"[0-7]{1,3}")
+# What Rust's ``regex`` reads inside a class as an operation on the classes either side.
+_CLASS_ESCAPES = frozenset("dDsSwWpP")  # escapes that stand for a class, not a character
+_NOT_RANGE = ("]", "-", "")  # what after a dash in a class makes it a dash, not a range
+_SET_OPERATIONS = {"&&": "intersection", "--": "difference", "~~": "symmetric difference"}
 
 # Spark 3+ datetime patterns (sql-ref-datetime-pattern): the letters it parses with.
 _SPARK_LETTERS = frozenset("GyDMLdQqahKkHmsSVzOXxZ")
@@ -89,52 +96,130 @@ def _backtracking_construct(items: Any) -> str | None:
 
 
 def _not_in_rust(pattern: str) -> str | None:
-    """The first piece of syntax RE2 accepted that kamu's engine refuses, described; None
-    when there is none. A scan of the text as RE2 reads it: escapes, classes (with their
-    ``[:name:]``) and counted repetitions."""
-    i, in_class, end = 0, False, len(pattern)
+    """The first piece of syntax RE2 accepted that kamu's engine refuses or reads otherwise,
+    described; None when there is none. A scan of the text as RE2 reads it: escapes,
+    classes (with their ``[:name:]``) and counted repetitions."""
+    i, end = 0, len(pattern)
     while i < end:
         ch = pattern[i]
         if ch == "\\":
-            escaped = pattern[i + 1 : i + 2]
-            if escaped == "C":
-                return f"uses \\C (any single byte), which {_RUST}"
-            if escaped == "Q":
-                return f"uses \\Q…\\E quoting, which {_RUST}: escape each character with \\"
-            if escaped.isdigit():
-                octal = _OCTAL.match(pattern, i + 1)
-                code = octal.group() if octal else escaped
-                return f"uses the octal escape \\{code}, which {_RUST}: write \\x{{…}}"
-            if escaped in ("p", "P", "x") and pattern[i + 2 : i + 3] == "{":
-                close = pattern.find("}", i)
-                i = end if close < 0 else close + 1
-            else:
-                i += 2
-        elif in_class:
-            # ``[:alpha:]``: RE2 refuses an unknown name, so an accepted one is this close.
-            close = pattern.find(":]", i + 2, i + 12) if pattern[i : i + 2] == "[:" else -1
-            in_class = ch != "]"
-            i = close + 2 if close >= 0 else i + 1
+            problem, i = _escape(pattern, i)
         elif ch == "[":
-            in_class, i = True, i + 1
-            i += pattern[i : i + 1] == "^"
-            i += pattern[i : i + 1] == "]"
+            problem, i = _class(pattern, i)
         elif ch == "{":
-            counted = _COUNTED.match(pattern, i)
-            if counted is None:
-                return (
-                    "uses { as a character, which kamu's regex engine (Rust) reads as a "
-                    "counted repetition ({n}, {n,} or {n,m}): write \\{ for the character"
-                )
-            if any(_too_many(n) for n in counted.groups() if n):
-                return (
-                    f"has the repetition {counted.group()}, which is too large "
-                    f"(at most {_MAX_REPEAT})"
-                )
-            i = counted.end()
+            problem, i = _counted(pattern, i)
         else:
-            i += 1
+            problem, i = None, i + 1
+        if problem is not None:
+            return problem
     return None
+
+
+def _escape(pattern: str, i: int) -> tuple[str | None, int]:
+    """The escape at ``pattern[i]`` (a backslash): what Rust reads otherwise, and its end."""
+    escaped = pattern[i + 1 : i + 2]
+    if escaped == "C":
+        return f"uses \\C (any single byte), which {_RUST}", i
+    if escaped == "Q":
+        return f"uses \\Q…\\E quoting, which {_RUST}: escape each character with \\", i
+    if escaped.isdigit():
+        octal = _OCTAL.match(pattern, i + 1)
+        code = octal.group() if octal else escaped
+        return f"uses the octal escape \\{code}, which {_RUST}: write \\x{{…}}", i
+    if escaped in ("<", ">"):
+        return (
+            f"uses \\{escaped} (a word boundary in kamu's regex engine (Rust), a literal "
+            f"{escaped} in RE2): write {escaped} for the character"
+        ), i
+    if escaped in ("p", "P", "x") and pattern[i + 2 : i + 3] == "{":
+        close = pattern.find("}", i)
+        return None, len(pattern) if close < 0 else close + 1
+    if escaped in ("p", "P"):  # ``\pL``: a one-letter class name
+        return None, i + 3
+    return None, i + 2
+
+
+def _class(pattern: str, i: int) -> tuple[str | None, int]:
+    """The character class opened at ``pattern[i]``, read as Rust's ``regex`` reads one:
+    a ``[`` in it opens a nested class unless it starts a ``[:name:]``, ``&&``, ``--`` and
+    ``~~`` are set operations, and leading dashes are each a dash. RE2 reads all of these
+    as characters, so each is refused where the two readings differ."""
+    end = len(pattern)
+    i += 1
+    i += pattern[i : i + 1] == "^"
+    dashes = len(pattern[i:]) - len(pattern[i:].lstrip("-"))
+    if dashes > 1 and pattern[i + dashes : i + dashes + 1] != "]":
+        return (
+            f"starts a character class with {'-' * dashes}, which kamu's regex engine (Rust) "
+            "reads as dashes and RE2 as a range: write \\- for each dash"
+        ), i
+    i += dashes
+    if not dashes and pattern[i : i + 1] == "]":
+        if pattern[i + 1 : i + 2] == "-" and pattern[i + 2 : i + 3] not in ("]", ""):
+            return (
+                "starts a character class with ]-, which RE2 reads as a range from ] and "
+                "kamu's regex engine (Rust) as the characters: write \\] and \\-"
+            ), i
+        i += 1
+    while i < end:
+        two = pattern[i : i + 2]
+        if pattern[i] == "]":
+            return None, i + 1
+        if two in _SET_OPERATIONS:
+            return (
+                f"uses the class set operation {two} ({_SET_OPERATIONS[two]}), which kamu's "
+                "regex engine (Rust) applies inside a character class and RE2 reads as "
+                f"characters: write the class out, and \\{two[0]} for the character"
+            ), i
+        if two == "[:":
+            # ``[:alpha:]``: RE2 refuses an unknown name, so an accepted one is this close.
+            close = pattern.find(":]", i + 2, i + 12)
+            if close >= 0:
+                i = close + 2
+                continue
+        if pattern[i] == "[":
+            return (
+                "uses [ inside a character class, which kamu's regex engine (Rust) reads as "
+                "a nested class: write \\[ for the character"
+            ), i
+        start = i
+        problem, i = _class_character(pattern, i)
+        # ``x-y`` is a range (its end a character), unless ``]`` or ``-`` follows the dash.
+        if (
+            problem is None
+            and pattern[i : i + 1] == "-"
+            and pattern[i + 1 : i + 2] not in _NOT_RANGE
+        ):
+            if pattern[start] == "\\" and pattern[start + 1 : start + 2] in _CLASS_ESCAPES:
+                return (
+                    f"uses {pattern[start:i]}- in a character class, a range from a class "
+                    "that kamu's regex engine (Rust) refuses and RE2 reads as a dash: "
+                    "write \\- for the dash"
+                ), start
+            problem, i = _class_character(pattern, i + 1)
+        if problem is not None:
+            return problem, i
+    return None, i
+
+
+def _class_character(pattern: str, i: int) -> tuple[str | None, int]:
+    return _escape(pattern, i) if pattern[i] == "\\" else (None, i + 1)
+
+
+def _counted(pattern: str, i: int) -> tuple[str | None, int]:
+    """The counted repetition at ``pattern[i]`` (a ``{``): RE2 takes a ``{`` that is not
+    one as a character, Rust refuses it; and neither counts past ``_MAX_REPEAT``."""
+    counted = _COUNTED.match(pattern, i)
+    if counted is None:
+        return (
+            "uses { as a character, which kamu's regex engine (Rust) reads as a "
+            "counted repetition ({n}, {n,} or {n,m}): write \\{ for the character"
+        ), i
+    if any(_too_many(n) for n in counted.groups() if n):
+        return (
+            f"has the repetition {counted.group()}, which is too large (at most {_MAX_REPEAT})"
+        ), i
+    return None, counted.end()
 
 
 def _too_many(count: str) -> bool:
