@@ -211,14 +211,25 @@ def gitlinks(repo_root: Path, folder: str) -> list[str]:
     """The git submodules (index entries of mode 160000) under ``folder``, relative to
     the checkout's top: git commits nothing a run writes beneath one, and a clone has an
     empty folder there, so none may sit in the chains' folder."""
-    repo = _repo(repo_root)
-    listed = repo.git.ls_files("--stage", "-z", "--", folder)
-    found = []
-    for entry in listed.split("\0"):
-        info, _, path = entry.partition("\t")
-        if info.startswith("160000 "):
-            found.append(path)
-    return found
+    top = _repo(repo_root).working_tree_dir or str(repo_root)
+    # The files of blocks/, data/ and checkpoints/ left out: a hundred thousand entries
+    # to read, and a submodule there is a file's place, which no run writes beneath (and
+    # ``verify`` reports as a folder); it is a folder's place that must be no submodule.
+    escaped = re.sub(r"([*?\[\]\\])", r"\\\1", folder)
+    files = [f":(exclude,glob){escaped}/*/{kind}/*" for kind in ("blocks", "data", "checkpoints")]
+    done = subprocess.run(
+        ["git", "-C", top, "ls-files", "--stage", "-z", "--", f":(literal){folder}", *files],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        reason = _first_line(done.stderr.decode("utf-8", "replace"))
+        raise GitError(f"cannot list the tracked files: {reason}")
+    return [
+        entry.partition(b"\t")[2].decode("utf-8", "surrogateescape")
+        for entry in done.stdout.split(b"\0")
+        if entry.startswith(b"160000 ")
+    ]
 
 
 def cache_problem(config: RepoConfig) -> str | None:
