@@ -244,7 +244,7 @@ def _walk(anchor: Path, wild: tuple[str, ...]) -> list[Path]:
         match = matchers[index]
         if match is None:
             path = os.path.join(folder, part)
-            if _exists(path) if last else _is_dir(path):
+            if (_stat(path) is not None) if last else _is_dir(path):
                 visit(path, index + 1)
             continue
         for name, is_dir, _ in _listing(folder, listings):
@@ -286,27 +286,22 @@ def _entry_is_dir(entry: os.DirEntry[str], follow: bool) -> bool:
         raise
 
 
+def _stat(path: str) -> os.stat_result | None:
+    """``path``'s status through links, or None where pathlib's glob finds nothing (no
+    such file, a loop, no permission, a NUL in the name)."""
+    try:
+        return os.stat(path)
+    except OSError as e:
+        if isinstance(e, PermissionError) or e.errno in _IGNORED:
+            return None
+        raise
+    except ValueError:
+        return None
+
+
 def _is_dir(path: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
-    except OSError as e:
-        if isinstance(e, PermissionError) or e.errno in _IGNORED:
-            return False
-        raise
-    except ValueError:
-        return False
-
-
-def _exists(path: str) -> bool:
-    try:
-        os.stat(path)
-    except OSError as e:
-        if isinstance(e, PermissionError) or e.errno in _IGNORED:
-            return False
-        raise
-    except ValueError:
-        return False
-    return True
+    found = _stat(path)
+    return found is not None and stat.S_ISDIR(found.st_mode)
 
 
 def _confined_pattern(written: str, roots: SourceRoots, base_dir: Path) -> str:
