@@ -467,11 +467,19 @@ def test_a_committed_temporary_in_a_chain_folder_is_untracked_not_blamed_on_the_
     (top / ".gitignore").write_text("odf/.lock\n.pending-*\n")
     temporary = top / "odf" / A / "data" / ".pending-0123456789abcdef"
     temporary.write_bytes(b"half a file")
-    runner.git.add("--force", ".gitignore", str(temporary))
+    # At the top of the chains' folder, and a folder named as a temporary in a chain's:
+    # no run writes there, so none removes them; each is untracked, as .gitignore says.
+    (top / "odf" / ".pending-0a").write_bytes(b"x")
+    (top / "odf" / A / ".pending-0b" / "inner").mkdir(parents=True)
+    (top / "odf" / A / ".pending-0b" / "inner" / "f").write_bytes(b"y")
+    runner.git.add("--force", ".gitignore", str(temporary), "odf")
     runner.index.commit("merged past its plan: a temporary in a chain folder")
+    assert len([p for p in runner.git.ls_files("odf").splitlines() if ".pending-" in p]) == 3
     applied = run(top, "apply", "--commit", "--system-time", WHEN)
     assert applied.returncode == 0, applied.stderr
     assert [p for p in runner.git.ls_files("odf").splitlines() if ".pending-" in p] == []
+    assert (top / "odf" / ".pending-0a").read_bytes() == b"x"  # untracked, left on disk
+    assert run(top, "verify", "--integrity").returncode == 0
     assert runner.head.commit.message.startswith("reconcile: ")
 
 

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
+import git
 import pytest
 from conftest import FIXTURE_MANIFESTS
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
@@ -571,6 +572,30 @@ def test_a_pull_request_that_changes_the_policies_fails_its_plan_naming_each_fil
     ]
     assert document["verdicts"] == []  # judged by the base's rules, which it meets
     assert reconcile(repo, "--plan").returncode == 0  # the scheduled run: merged, in force
+
+
+def test_a_policy_file_replaced_by_a_submodule_is_named_as_such(repo: GitOpsRepo) -> None:
+    """A gitlink where a rule file was is an empty folder in every clone, which no plan
+    reads: merged, as if the file were deleted; the plan said only that it changed."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    base = repo.commit("base with policies")
+    metadata = repo.root / "policies" / "metadata.yaml"
+    metadata.unlink()
+    metadata.mkdir()
+    git_repo = git.Repo(repo.root)
+    git_repo.git.update_index("--force-remove", "policies/metadata.yaml")
+    git_repo.git.update_index("--add", "--cacheinfo", f"160000,{base},policies/metadata.yaml")
+    git_repo.git.commit("-q", "-m", "a submodule where a rule file was")
+    code, document = plan_json(repo, "--base", "HEAD~1")
+    assert code == 1
+    assert _rule_errors(document) == [
+        (
+            "this pull request replaces the policy file metadata.yaml by a folder, whose rules"
+            " no plan reads:" + _RULE_CHANGE,
+            {"file": "policies/metadata.yaml", "line": 1},
+            "policies",
+        )
+    ]
 
 
 def test_a_pull_request_whose_policies_do_not_load_is_told_where(repo: GitOpsRepo) -> None:

@@ -215,7 +215,7 @@ def gitlinks(repo_root: Path, folder: str) -> list[str]:
     # The files of blocks/, data/ and checkpoints/ left out: a hundred thousand entries
     # to read, and a submodule there is a file's place, which no run writes beneath (and
     # ``verify`` reports as a folder); it is a folder's place that must be no submodule.
-    escaped = re.sub(r"([*?\[\]\\])", r"\\\1", folder)
+    escaped = glob_escape(folder)
     files = [f":(exclude,glob){escaped}/*/{kind}/*" for kind in ("blocks", "data", "checkpoints")]
     done = subprocess.run(
         ["git", "-C", top, "ls-files", "--stage", "-z", "--", f":(literal){folder}", *files],
@@ -230,6 +230,11 @@ def gitlinks(repo_root: Path, folder: str) -> list[str]:
         for entry in done.stdout.split(b"\0")
         if entry.startswith(b"160000 ")
     ]
+
+
+def glob_escape(path: str) -> str:
+    """``path`` as a literal in a ``:(glob)`` pathspec (git's wildmatch escapes with ``\\``)."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", path)
 
 
 def cache_problem(config: RepoConfig) -> str | None:

@@ -30,6 +30,7 @@ from .gitops import (
     chain_paths,
     converted_paths,
     gitlinks,
+    glob_escape,
     ignored_paths,
     submodule_in_chains,
 )
@@ -188,7 +189,7 @@ class Worktree:
         and a commit without them would hold heads whose blocks no clone has."""
         ours = [c for c in self.changes(ignored_under_odf=True) if self._under_odf(c.path)]
         stage = [c.path for c in ours if not self._transient(c.path)]
-        unstage = [c.path for c in ours if c.tracked and self._transient(c.path)]
+        unstage = self._tracked_transients()
         top = Path(self.repo.working_tree_dir or ".")
         written = [c.path for c in ours if c.worktree != "D" and not self._transient(c.path)]
         converted = converted_paths(top, written)
@@ -254,8 +255,22 @@ class Worktree:
         return path == self.odf or path.startswith(self.odf + "/")
 
     def _transient(self, path: str) -> bool:
-        name = path.rsplit("/", 1)[-1]
-        return self._under_odf(path) and (name == ".lock" or name.startswith(".pending-"))
+        """A lock or a temporary under the ODF folder, or a file inside a folder named as
+        a temporary: ``.gitignore``'s ``.pending-*`` leaves out such a folder whole."""
+        if not self._under_odf(path):
+            return False
+        *folders, name = path[len(self.odf) + 1 :].split("/")
+        return name == ".lock" or any(p.startswith(".pending-") for p in (*folders, name))
+
+    def _tracked_transients(self) -> list[str]:
+        """The locks and temporaries under the ODF folder that the index holds, wherever
+        they sit (at the folder's top, or a temporary's folder in a chain): a merge can
+        carry them in, and unchanged they are in no ``git status``. Git's own glob
+        matching over the index: no listing of every block file."""
+        top = glob_escape(self.odf)
+        patterns = [f"{top}/**/.lock", f"{top}/**/.pending-*", f"{top}/**/.pending-*/**"]
+        out = self.repo.git.ls_files("-z", "--", *(f":(glob){p}" for p in patterns))
+        return [p for p in dict.fromkeys(out.split("\0")) if p and self._transient(p)]
 
 
 def _sourced(top: Path, found: Converted) -> str:

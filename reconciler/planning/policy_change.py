@@ -34,9 +34,13 @@ def policy_change_problems(config: RepoConfig, base_ref: str) -> list[Problem]:
         ):
             continue  # a README beside the rules, or a subfolder, is not read as a policy
         file = folder / path
+        done = f"{_VERBS[status]} the policy file {path}"
+        if status != "deleted" and file.is_dir():
+            # a git submodule (a gitlink) in its place: a folder, which no plan reads
+            done = f"replaces the policy file {path} by a folder, whose rules no plan reads"
         problems.append(
             Problem(
-                f"this pull request {_VERBS[status]} the policy file {path}: the policies"
+                f"this pull request {done}: the policies"
                 " judge every later pull request (this one is judged by the base's), so a"
                 " change to them is a change of the rules: a maintainer reviews and merges"
                 " it as such, since this plan cannot approve it",
