@@ -477,24 +477,26 @@ def test_default_preprocess_parses_event_time_and_renames_system_columns(tmp_pat
     source(
         repo,
         "1.csv",
-        "event_time,offset,System_Time,v\n2020-01-01T10:00:00Z,5,a,x\n"
-        "1999-12-31T23:59:59.5Z,6,b,y\n",
+        "event_time,offset,System_Time,v,_OFFSET\n2020-01-01T10:00:00Z,5,a,x,7\n"
+        "1999-12-31T23:59:59.5Z,6,b,y,8\n",
     )
     assert outcome(repo) == (Status.CREATED, "", 2, 2)
     (data,) = slices(dataset(repo))
-    # a system column's name in another case too: Spark holds them as one column
+    # a system column's name in another case too: Spark holds them as one column; and
+    # the data's own _OFFSET keeps its name, which Spark would not tell from _offset
     assert data.column_names == [
         "offset",
         "op",
         "system_time",
         "event_time",
-        "_offset",
+        "__offset",
         "_System_Time",
         "v",
+        "_OFFSET",
     ]
     assert rows(data, "system_time") == [
-        (0, 0, "1999-12-31T23:59:59.500000Z", "6", "b", "y"),
-        (1, 0, "2020-01-01T10:00:00Z", "5", "a", "x"),
+        (0, 0, "1999-12-31T23:59:59.500000Z", "6", "b", "y", "8"),
+        (1, 0, "2020-01-01T10:00:00Z", "5", "a", "x", "7"),
     ]
 
 

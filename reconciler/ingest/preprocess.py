@@ -128,11 +128,19 @@ def _check_query_output(result: DataFrame, vocab: models.DatasetVocabulary) -> N
 
 
 def _default(frame: DataFrame, vocab: models.DatasetVocabulary) -> DataFrame:
+    """The data read without a schema: the event time parsed, and a column named as a
+    system column, in any case (Spark holds ``OFFSET`` and ``offset`` as one), renamed
+    with leading ``_`` until the name is no other column's (the data may have its own
+    ``_offset``, and two columns of one name make every later reference ambiguous)."""
+    taken = {field.name.lower() for field in frame.schema.fields}
     selected = []
     for field in frame.schema.fields:
         ref = column(field.name)
-        # a system column's name in any case: Spark holds ``OFFSET`` and ``offset`` as one
-        name = "_" + field.name if system_column(field.name, vocab) is not None else field.name
+        name = field.name
+        if system_column(name, vocab) is not None:
+            while (name := "_" + name).lower() in taken:
+                pass
+            taken.add(name.lower())
         if field.name == vocab.event_time_column:
             if isinstance(field.dataType, IntegralType):
                 ref = F.timestamp_seconds(ref)
