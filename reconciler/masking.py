@@ -10,17 +10,16 @@ spellings a message is known to carry it in, not only the one it was given in.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
 import yaml
 
+from .ingest.templates import env_names
+
 __all__ = ["Mask", "referenced_secrets", "spellings"]
 
 MASK = "***"
-
-_ENV_NAME = re.compile(r"\$\{\{[^}]*?\benv\.([A-Za-z0-9_-]+)")
 
 
 def spellings(secret: str) -> set[str]:
@@ -32,6 +31,8 @@ def spellings(secret: str) -> set[str]:
     forms = {secret, secret.strip()}
     forms |= {quote(f, safe="") for f in list(forms)} | {quote(f) for f in list(forms)}
     forms |= {quote_plus(f) for f in (secret, secret.strip())}
+    # inserted verbatim into a URL's query, a server reads each + as a space
+    forms |= {f.replace("+", " ") for f in (secret, secret.strip()) if "+" in f}
     for form in (secret, secret.strip()):
         forms.add(repr(form)[1:-1])
         forms.add(repr(form.encode())[2:-1])
@@ -57,7 +58,7 @@ def referenced_secrets(manifests: Iterable[str], env: Mapping[str, str]) -> set[
     """The values of the environment variables the manifests' templates name, as written
     and as YAML reads them: a double-quoted scalar can spell ``${{`` with escapes
     (``"\\x24{{ env.X }}"``), and the fetch resolves the value YAML gives."""
-    names = {name for text in manifests for name in _ENV_NAME.findall(_with_scalars(text))}
+    names = {name for text in manifests for name in env_names(_with_scalars(text))}
     return {env[name] for name in names if env.get(name)}
 
 

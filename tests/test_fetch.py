@@ -498,6 +498,29 @@ def test_an_etag_echoing_a_secret_is_never_recorded_as_the_state(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_etag_echoing_a_query_secret_as_the_server_decoded_it_is_never_recorded(
+    server: Server, tmp_path: Path
+) -> None:
+    """A template's value goes into the URL verbatim, so a server reads its ``+`` as a
+    space, and an ETag built from what it read held the secret in no spelling masked."""
+    server.routes["/q"] = lambda path, headers: Reply(
+        200,
+        b"a\n1\n",
+        (("ETag", '"' + urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)["k"][0] + '"'),),
+    )
+    step = url_step(server.url("/q?k=${{ env.KEY }}"))
+    with pytest.raises(SourceUnreachableError, match="the server's ETag holds a templated"):
+        fetch_url(step, tmp_path, env={"KEY": "Sec/ret+Val=ue"})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fallbacks_secret_is_referenced_as_the_first_alternatives() -> None:
+    """``${{ env.A || env.B }}`` sends B's value when A is unset: B was never masked."""
+    manifest = "url: http://h/?k=${{ env.UNSET || env.B }}&a=${{env.A}}&n=${{ env.N || 3 }}"
+    env = {"A": "a-secret", "B": "b-secret", "N": "n-value", "UNUSED": "x"}
+    assert referenced_secrets([manifest], env) == {"a-secret", "b-secret", "n-value"}
+
+
 def test_a_template_spelt_with_yaml_escapes_still_names_its_secret() -> None:
     manifest = 'url: "http://h/p?\\x24{{ env.GH_PAT }}"\nb: "\\u0024{{ env.OTHER }}"\n'
     env = {"GH_PAT": "ghp_SECRET", "OTHER": "other-secret", "UNUSED": "x"}
@@ -526,6 +549,9 @@ def test_mask_covers_the_spellings_messages_carry() -> None:
     assert mask("a %2Fs3cr3t%2Fval%2Bue%3Dx b") == "a %2F*** b"
     assert mask("q=s3cr3t%2Fval%2Bue%3Dx&r=s3cr3t/val%2Bue%3Dx") == "q=***&r=***"
     assert mask("form s3cr3t%2Fval%2Bue%3Dx") == "form ***"
+    assert (
+        mask("as a query's server reads it: s3cr3t/val ue=x") == "as a query's server reads it: ***"
+    )
     assert mask("b'Bearer NL42\\n' and NL42 alone") == "b'Bearer ***' and *** alone"
     assert mask("caf\\xc3\\xa9-key caf%C3%A9-key caf\\u00e9-key café-key") == "*** *** *** ***"
     assert Mask(["", "  "])("a  b") == "a  b"

@@ -40,6 +40,18 @@ class TemplateError(ValueError):
         self.names = names
 
 
+def env_names(text: str) -> list[str]:
+    """The environment variables ``text``'s templates name, fallbacks included, in order
+    (``${{ env.A || env.B }}`` sends B's value when A is unset): what a policy allows
+    and what a message must mask. An expression the fetch would refuse names nothing."""
+    return [
+        m.group(1)
+        for template in _TEMPLATE.finditer(text)
+        for alternative in template.group(1).split("||")
+        if (m := _ENV_TOKEN.match(alternative.strip()))
+    ]
+
+
 def resolve_env(text: str, env: Mapping[str, str]) -> str:
     """Replace every ``${{ env.NAME }}`` in ``text`` with ``env[NAME]``.
 
