@@ -15,7 +15,7 @@ from urllib.parse import quote, quote_plus
 
 import yaml
 
-from .ingest.templates import env_names
+from .env_templates import env_names
 
 __all__ = ["Mask", "referenced_secrets", "spellings"]
 

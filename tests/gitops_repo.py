@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,18 @@ class GitOpsRepo:
         path = self.root / "datasets" / f"{name}.yaml"
         path.write_text(text)
         return path
+
+    def allow_env(self, **addresses: list[str]) -> None:
+        """A policy letting manifests' templates name these variables, each sent only to
+        its addresses (without one, no template passes the plan)."""
+        entries = "".join(
+            f"      {name}: {json.dumps(where)}\n" for name, where in addresses.items()
+        )
+        (self.root / "policies").mkdir(exist_ok=True)
+        (self.root / "policies" / "env.yaml").write_text(
+            "rules:\n  - id: env-templates\n    severity: error\n    message: m\n"
+            f"    env_templates:\n{entries}"
+        )
 
     def remove(self, name: str) -> None:
         (self.root / "datasets" / f"{name}.yaml").unlink()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.env_templates import TemplateError, resolve_env
 from reconciler.ingest import fetch as fetch_module
 from reconciler.ingest.fetch import (
     ContainerRuntimeError,
@@ -29,7 +30,6 @@ from reconciler.ingest.fetch import (
     UpToDate,
     fetch,
 )
-from reconciler.ingest.templates import TemplateError, resolve_env
 from reconciler.masking import Mask, referenced_secrets
 from reconciler.odf import Timestamp, models
 

@@ -741,6 +741,7 @@ def test_a_cause_quoting_a_resolved_secret_is_masked_in_output_json_and_commit(
     (repo.root / "sources" / "b").mkdir()
     (repo.root / "sources" / "b" / "b.csv").write_text(CSV_B)
     repo.write(B, manifest(B, "Root", root_events().replace("sources/*.csv", "sources/b/*.csv")))
+    repo.allow_env(DROP=["*"])
     repo.commit("a url root, and one that advances so that the run commits")
     done = subprocess.run(
         [

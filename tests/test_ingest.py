@@ -360,6 +360,7 @@ def test_url_source_uses_etags_and_reports_http_errors(tmp_path: Path, server: s
         f'fetch: {{kind: Url, url: "{server}/data.csv", headers: [{{name: Authorization, value: "Bearer ${{{{ env.TOKEN }}}}"}}]}}',
     )
     repo = make_repo(tmp_path, events_yaml)
+    repo.allow_env(TOKEN=[f"{server}/"])
     _Served.body, _Served.etag, _Served.status = (
         b"observed_at,station,temp\n2020-01-01T00:00:00Z,a,1.0\n",
         '"v1"',

@@ -248,6 +248,7 @@ def test_failed_runs_send_fail_with_their_error_skipped_ones_nothing_and_the_par
         '{kind: Url, url: "file:missing/${{ env.ACME_API_KEY }}.csv"}',
     )
     repo.write("example.remote", manifest("example.remote", "Root", remote))
+    repo.allow_env(ACME_API_KEY=["*"])
     reader = derivative_events(["example.remote"], "SELECT event_time, id FROM `example.remote`")
     repo.write("example.reader", manifest("example.reader", "Derivative", reader))
     repo.commit("more datasets")

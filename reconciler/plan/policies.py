@@ -3,7 +3,7 @@
 The manifests come from untrusted pull requests, so policies only read them: a rule is
 one of a few checks implemented here (``name_pattern``, ``require_events``,
 ``forbid_steps``, ``allowed_engines``, ``breaking_changes``, ``deterministic_queries``,
-``chain_changes``) with its parameters in
+``chain_changes``, ``env_templates``) with its parameters in
 ``policies/*.yaml``, and the only other kind of policy is a JSON Schema document
 (``policies/*.schema.json`` or ``.schema.yaml``) applied to each manifest's YAML data.
 Nothing in a manifest or a policy is ever run, imported or fetched over the network.
@@ -35,6 +35,7 @@ from referencing import Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from reconciler.env_templates import env_names
 from reconciler.odf import json_schemas, models
 from reconciler.odf.manifest import LoadedSnapshot, construct
 from reconciler.odf.safe_yaml import (
@@ -244,6 +245,64 @@ class DeterministicQueries:
 
 
 @dataclass(frozen=True)
+class EnvTemplates:
+    """The runner's environment variables a fetch's ``${{ env.NAME }}`` templates may
+    name, and where each value may go: the address (a URL, or a container image) must
+    start, as written up to its first template, with one of the variable's prefixes
+    (``*``: anywhere, for a value that is no secret).
+
+    A merged manifest's fetch resolves its templates from the runner's whole environment,
+    which holds the data store's credentials and whatever else the job was given: a
+    template naming ``AWS_SECRET_ACCESS_KEY`` in a URL of the pull request's choosing sent
+    it there. As dbt keeps ``DBT_ENV_SECRET_`` variables out of models, the policies
+    (the base's, for a pull request) name what a manifest may send, and to whom.
+    """
+
+    allowed: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
+        allowed = dict(self.allowed)
+        for model, path in _walk_events(manifest.snapshot):
+            for where, names, address in _templated(model, path):
+                for name in names:
+                    prefixes = allowed.get(name)
+                    used = f"env.{name} at {_path_text(where)}"
+                    if prefixes is None:
+                        yield Finding(f"{used}: no env_templates rule allows {name}", where)
+                    elif not any(p == "*" or _literal(address).startswith(p) for p in prefixes):
+                        yield Finding(
+                            f"{used} is sent to {_shorten(address)!r}, and {name} may go only"
+                            f" to addresses starting with {', '.join(map(repr, prefixes))}",
+                            where,
+                        )
+
+
+def _templated(model: models.OdfModel, path: YamlPath) -> Iterator[tuple[YamlPath, list[str], str]]:
+    """The fields of a fetch step that the fetch resolves templates in, each with the
+    variables it names and the address their values go to: the URL (its headers go
+    there too), or the container's image (which gets its command, arguments and
+    environment; a variable listed without a value passes the runner's own)."""
+    if isinstance(model, models.FetchStepUrl):
+        yield (*path, "url"), env_names(model.url), model.url
+        for i, header in enumerate(model.headers or []):
+            yield (*path, "headers", i, "value"), env_names(header.value), model.url
+    elif isinstance(model, models.FetchStepContainer):
+        image = model.image
+        yield (*path, "image"), env_names(image), image
+        for field in ("command", "args"):
+            for i, text in enumerate(getattr(model, field) or []):
+                yield (*path, field, i), env_names(text), image
+        for i, var in enumerate(model.env or []):
+            names = [var.name] if var.value is None else env_names(var.value)
+            yield (*path, "env", i), names, image
+
+
+def _literal(address: str) -> str:
+    """``address`` up to its first template: all of it that the manifest fixes."""
+    return address.split("${{", 1)[0]
+
+
+@dataclass(frozen=True)
 class ChainChangesForbidden:
     """A pull request leaves ``odf/`` as it is: only the reconciler writes chains.
 
@@ -306,11 +365,14 @@ def evaluate(
 
     Without a plan, checks that need one (``breaking_changes``, ``deterministic_queries``)
     find nothing. A policy set without a ``deterministic_queries`` rule gets
-    ``DEFAULT_DETERMINISM``: a repository may make the rule a warning, never forget it.
+    ``DEFAULT_DETERMINISM``, one without ``env_templates`` ``DEFAULT_ENV_TEMPLATES`` (no
+    variable): a repository may make a rule a warning, never forget it.
     """
     in_force: tuple[Policy, ...] = policies.policies
-    if not any(isinstance(p, Rule) and isinstance(p.check, DeterministicQueries) for p in in_force):
-        in_force = (*in_force, DEFAULT_DETERMINISM)
+    for default in (DEFAULT_DETERMINISM, DEFAULT_ENV_TEMPLATES):
+        kind = type(default.check)
+        if not any(isinstance(p, Rule) and isinstance(p.check, kind) for p in in_force):
+            in_force = (*in_force, default)
     return [
         Verdict(
             policy=policy.id,
@@ -657,6 +719,35 @@ def _chain_changes(source: _Source, node: yaml.Node) -> Check:
     return ChainChangesForbidden()
 
 
+_ENV_NAME = re.compile(r"[A-Za-z0-9_-]+")
+# A prefix fixes the host (a URL's, or an image's registry) up to the ``/`` after it, so
+# that what a template fills in after it cannot move the value to another host.
+_URL_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\\\s]+/\S*")
+_IMAGE_PREFIX = re.compile(r"[^/@\\\s:]+(?::[0-9]+)?/\S*")
+
+
+def _env_templates(source: _Source, node: yaml.Node) -> Check:
+    if isinstance(node, yaml.MappingNode) and not node.value:
+        return EnvTemplates(())  # {}: no variable at all
+    allowed = []
+    for name, (key, value) in source.mapping(node, "'env_templates'").items():
+        if not _ENV_NAME.fullmatch(name):
+            raise source.error(key, f"{name!r} is no environment variable's name")
+        prefixes = []
+        for prefix, item in source.strings(value, f"the addresses of {name}"):
+            pattern = _URL_PREFIX if "://" in prefix else _IMAGE_PREFIX
+            if prefix != "*" and ("${{" in prefix or not pattern.fullmatch(prefix)):
+                raise source.error(
+                    item,
+                    f"{prefix!r} does not fix a host: write a URL up to the / after its host"
+                    " (https://api.example.org/), an image's registry or owner up to its /"
+                    " (ghcr.io/acme/), or * for a value that is no secret",
+                )
+            prefixes.append(prefix)
+        allowed.append((name, tuple(prefixes)))
+    return EnvTemplates(tuple(allowed))
+
+
 def _known(source: _Source, node: yaml.Node, what: str, known: tuple[str, ...]) -> list[str]:
     """The strings of a list, each of which must be one of ``known`` (a typo never passes)."""
     values = []
@@ -678,6 +769,7 @@ _CHECKS: dict[str, Callable[[_Source, yaml.Node], Check]] = {
     "breaking_changes": _breaking_changes,
     "deterministic_queries": _deterministic_queries,
     "chain_changes": _chain_changes,
+    "env_templates": _env_templates,
 }
 
 # In force when no rule of a repository checks determinism (see ``evaluate``).
@@ -690,6 +782,19 @@ DEFAULT_DETERMINISM = Rule(
         " a hash of the key rather than a random id)"
     ),
     check=DeterministicQueries(),
+)
+
+
+# In force when no rule of a repository names ``env_templates`` (see ``evaluate``).
+DEFAULT_ENV_TEMPLATES = Rule(
+    id="env-templates",
+    severity=Severity.ERROR,
+    message=(
+        "a fetch's ${{ env.NAME }} sends the runner's variable where the manifest says;"
+        " name the variable, with the addresses its value may go to, in an env_templates"
+        " rule under policies/ (a change its owners review)"
+    ),
+    check=EnvTemplates(()),
 )
 
 
