@@ -334,9 +334,7 @@ def test_no_event_carries_credentials_of_the_remote_or_environment_values(
 # Configuration: the client's own sources, and nothing configured means nothing sent.
 
 
-@pytest.mark.parametrize(
-    "way", ["env-vars", "OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "cwd-file", "repo-root-file"]
-)
+@pytest.mark.parametrize("way", ["env-vars", "OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "home-file"])
 def test_each_standard_configuration_source_turns_events_on(
     way: str, tmp_path: Path, home: Path, backend: Backend
 ) -> None:
@@ -350,10 +348,9 @@ def test_each_standard_configuration_source_turns_events_on(
     elif way == "OPENLINEAGE_CONFIG":
         (tmp_path / "elsewhere.yml").write_text(config)
         env["OPENLINEAGE_CONFIG"] = str(tmp_path / "elsewhere.yml")
-    elif way == "cwd-file":
-        Path("openlineage.yml").write_text(config)
     else:
-        (repo.root / "openlineage.yml").write_text(config)
+        (home / ".openlineage").mkdir()
+        (home / ".openlineage" / "openlineage.yml").write_text(config)
 
     lineage = Lineage.from_environment(repo.root, env)
     lineage.start_parent()
@@ -366,14 +363,69 @@ def test_each_standard_configuration_source_turns_events_on(
     ]
 
 
+@pytest.mark.parametrize("where", ["working-directory", "repository-root", "named-inside"])
+def test_no_file_of_the_checkout_configures_lineage(
+    where: str,
+    tmp_path: Path,
+    home: Path,
+    backend: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pull request adding ``openlineage.yml`` chose where the scheduled run's events
+    went: any URL, or a file transport appending the events (their SQL quoted from the
+    manifests) to any file of the runner."""
+    repo = make_repo(tmp_path / "repo")
+    victim = tmp_path / "outside" / "bashrc"
+    victim.parent.mkdir()
+    config = (
+        "transport:\n  type: composite\n  transports:\n"
+        f"    - {{type: http, url: '{backend.url}'}}\n"
+        f"    - {{type: file, log_file_path: '{victim}', append: true}}\n"
+    )
+    env = {"HOME": str(home)}
+    if where == "working-directory":
+        (repo.root / "datasets").mkdir(exist_ok=True)
+        (repo.root / "datasets" / "openlineage.yml").write_text(config)
+        monkeypatch.chdir(repo.root / "datasets")
+        shown = repo.root / "datasets" / "openlineage.yml"
+    elif where == "repository-root":
+        (repo.root / "openlineage.yml").write_text(config)
+        monkeypatch.chdir(repo.root)
+        shown = repo.root / "openlineage.yml"
+    else:
+        (repo.root / "lineage.yml").write_text(config)
+        env["OPENLINEAGE_CONFIG"] = str(repo.root / "lineage.yml")
+    with caplog.at_level("WARNING", logger="reconciler.lineage.openlineage_events"):
+        lineage = Lineage.from_environment(repo.root, env)
+    lineage.start_parent()
+    lineage.finish_parent(failed=False)
+
+    assert (lineage.enabled, backend.received, victim.exists()) == (False, [], False)
+    if where == "named-inside":
+        assert caplog.messages == [
+            f"OpenLineage is off: its configuration {repo.root / 'lineage.yml'} is inside the"
+            " checkout, where a pull request can change it; keep it outside"
+        ]
+    else:
+        assert caplog.messages == [
+            f"{shown} is not read: a pull request can change it, and with it where lineage"
+            " goes; name a file outside the checkout in OPENLINEAGE_CONFIG"
+        ]
+
+
 def test_environment_variables_override_the_config_file(
     tmp_path: Path, home: Path, backend: Backend
 ) -> None:
     repo = make_repo(tmp_path / "repo")
-    (repo.root / "openlineage.yml").write_text(
+    (tmp_path / "openlineage.yml").write_text(
         f"transport:\n  type: http\n  url: http://127.0.0.1:{closed_port()}\n  endpoint: file\n"
     )
-    env = {"HOME": str(home), "OPENLINEAGE__TRANSPORT__URL": backend.url}
+    env = {
+        "HOME": str(home),
+        "OPENLINEAGE_CONFIG": str(tmp_path / "openlineage.yml"),
+        "OPENLINEAGE__TRANSPORT__URL": backend.url,
+    }
 
     lineage = Lineage.from_environment(repo.root, env)
     lineage.start_parent()
@@ -402,9 +454,10 @@ def test_a_config_file_without_a_transport_configures_nothing(
     tmp_path: Path, home: Path, backend: Backend
 ) -> None:
     repo = make_repo(tmp_path / "repo")
-    (repo.root / "openlineage.yml").write_text("facets:\n  environment_variables: [HOME]\n")
+    (tmp_path / "openlineage.yml").write_text("facets:\n  environment_variables: [HOME]\n")
+    env = {"HOME": str(home), "OPENLINEAGE_CONFIG": str(tmp_path / "openlineage.yml")}
 
-    lineage = Lineage.from_environment(repo.root, {"HOME": str(home)})
+    lineage = Lineage.from_environment(repo.root, env)
 
     assert lineage.enabled is False
 

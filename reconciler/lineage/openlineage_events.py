@@ -5,12 +5,16 @@ all read OpenLineage. So every ingest and transform run of a reconcile is report
 OpenLineage run (START, then COMPLETE or FAIL), all under one parent run for the whole
 reconcile, through the ``openlineage-python`` client.
 
-Configuration is the client's own, read from the usual places: ``openlineage.yml`` (the
-file named by ``OPENLINEAGE_CONFIG``, else the working directory's, else the repository
-root's, else ``~/.openlineage/openlineage.yml``), then ``OPENLINEAGE__...`` variables over
-it, then ``OPENLINEAGE_URL`` (with ``OPENLINEAGE_ENDPOINT``, ``OPENLINEAGE_API_KEY``) when no
-transport is configured otherwise. The repository root is searched too because
-``reconcile --directory`` may run anywhere. Nothing configured, or
+Configuration is the client's own, read from the places the runner controls: an
+``openlineage.yml`` (the file named by ``OPENLINEAGE_CONFIG``, else
+``~/.openlineage/openlineage.yml``), then ``OPENLINEAGE__...`` variables over it, then
+``OPENLINEAGE_URL`` (with ``OPENLINEAGE_ENDPOINT``, ``OPENLINEAGE_API_KEY``) when no
+transport is configured otherwise. Never a file of the repository: the client's first
+place, the working directory's ``openlineage.yml``, is the checkout's top in a workflow,
+and a file there comes from a pull request, which chose with it where every event went
+(any URL, a file transport appending to any file of the runner, a transport class to
+import). Such a file is left unread with a warning, and a configuration file named
+inside the checkout turns lineage off. Nothing configured, or
 ``OPENLINEAGE_DISABLED=true``, means no events and no client at all: the client is not
 even imported (``openlineage_emitter`` holds all that needs it, half a second of imports
 that every ``reconcile apply`` paid before).
@@ -48,6 +52,8 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import git
+
+from ..gitloop import gitops
 
 if TYPE_CHECKING:
     from .openlineage_emitter import Emitter
@@ -217,7 +223,22 @@ class Lineage:
         environ: Mapping[str, str] = os.environ if env is None else env
         if environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
             return cls.disabled()
-        path = config_file(repo_root, environ)
+        checkout = _checkout(Path(repo_root))
+        for unread in dict.fromkeys((Path.cwd() / _FILE, Path(repo_root) / _FILE)):
+            if unread.is_file() and unread.resolve().is_relative_to(checkout):
+                log.warning(
+                    "%s is not read: a pull request can change it, and with it where"
+                    " lineage goes; name a file outside the checkout in OPENLINEAGE_CONFIG",
+                    unread,
+                )
+        path = config_file(environ)
+        if path is not None and path.resolve().is_relative_to(checkout):
+            log.warning(
+                "OpenLineage is off: its configuration %s is inside the checkout, where a"
+                " pull request can change it; keep it outside",
+                path,
+            )
+            return cls.disabled()
         has_variables = any(key.startswith(VARIABLE_PREFIX) for key in environ)
         if not (path or has_variables or environ.get("OPENLINEAGE_URL")):
             return cls.disabled()
@@ -268,6 +289,15 @@ class Lineage:
             yield handle
 
 
+def _checkout(repo_root: Path) -> Path:
+    """The top of the git checkout holding the repository (its root outside git): all of
+    it a pull request can write."""
+    try:
+        return gitops.top_of(repo_root)
+    except gitops.GitError:
+        return repo_root.resolve()
+
+
 def _may_be_secret(value: str) -> bool:
     """Environment values worth redacting: long enough, and not a path or a path list."""
     if len(value) < _MIN_SECRET_LENGTH or value.startswith(("/", "~")):
@@ -275,15 +305,16 @@ def _may_be_secret(value: str) -> bool:
     return not all(p.startswith("/") for p in value.split(os.pathsep) if p)
 
 
-def config_file(repo_root: Path, env: Mapping[str, str]) -> Path | None:
-    """The ``openlineage.yml`` in effect: ``OPENLINEAGE_CONFIG``'s, the working directory's,
-    the repository root's, then ``~/.openlineage/openlineage.yml`` (the client's order,
-    with the repository root added before the home folder)."""
+_FILE = "openlineage.yml"
+
+
+def config_file(env: Mapping[str, str]) -> Path | None:
+    """The ``openlineage.yml`` in effect: ``OPENLINEAGE_CONFIG``'s, else
+    ``~/.openlineage/openlineage.yml`` (the client's order, without its first place, the
+    working directory: see the module's docstring)."""
     candidates = [
         env.get("OPENLINEAGE_CONFIG"),
-        Path.cwd() / "openlineage.yml",
-        Path(repo_root) / "openlineage.yml",
-        Path(env.get("HOME") or Path.home()) / ".openlineage" / "openlineage.yml",
+        Path(env.get("HOME") or Path.home()) / ".openlineage" / _FILE,
     ]
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.R_OK):
