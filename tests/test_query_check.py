@@ -155,6 +155,41 @@ def test_a_query_that_overflows_sparks_parser_otherwise_is_an_error_of_the_step(
     assert check_query(spark, "acme.out", {"orders": ORDERS}, sql("SELECT 1 AS x")).ok
 
 
+TOO_LARGE = (
+    "with each WITH name and earlier step it reads replaced by its query, as Spark analyses"
+    " it, the query comes to more than 20,000 operators, which would take the engine minutes"
+    " or all its memory; read each of them fewer times"
+)
+
+
+def _doubling(levels: int) -> str:
+    """WITH queries each reading the one before twice: 2**levels copies of the first."""
+    parts = ["c0 AS (SELECT order_id FROM orders)"]
+    parts += [
+        f"c{i} AS (SELECT order_id FROM c{i - 1} UNION ALL SELECT order_id FROM c{i - 1})"
+        for i in range(1, levels + 1)
+    ]
+    return "WITH " + ",\n".join(parts) + f"\nSELECT order_id FROM c{levels}"
+
+
+def test_a_query_that_doubles_through_its_with_names_is_refused_before_analysis(
+    spark: SparkSession,
+) -> None:
+    """Twenty-two levels ran the plan's JVM out of memory after a minute and a half,
+    with an error naming no dataset; ten are analysed (two seconds)."""
+    check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(_doubling(22)))
+    assert check == failure(f"step `output`: {TOO_LARGE}", None, "output")
+    assert check_query(spark, "acme.out", {"orders": ORDERS}, sql(_doubling(10))).ok
+    # Through steps, each reading the one before twice: the same doubling.
+    steps = [("s0", "SELECT order_id FROM orders")]
+    steps += [
+        (f"s{i}", f"SELECT order_id FROM s{i - 1} UNION ALL SELECT order_id FROM s{i - 1}")
+        for i in range(1, 22)
+    ]
+    check = check_query(spark, "acme.out", {"orders": ORDERS}, sql("SELECT * FROM s21", *steps))
+    assert check == failure(f"step `s11`: {TOO_LARGE}", None, "s11")
+
+
 def test_nesting_is_counted_outside_strings_identifiers_and_comments() -> None:
     hidden = "(" * 300
     query = (

@@ -36,6 +36,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 
 from reconciler.engine.determinism import Nondeterminism
 from reconciler.engine.errors import first_line
+from reconciler.engine.query_size import MAX_INLINED, step_size
 from reconciler.engine.sandbox import SandboxError, check_parsed, check_plan, tables_named
 from reconciler.engine.sql_nesting import MAX_NESTING, too_deep
 from reconciler.engine.view_hints import with_view_hint
@@ -135,6 +136,7 @@ def _analyse_transform(
     """``apply_transform``'s output, and what in its steps is non-deterministic, each
     as ``rand() in step `output` (line 2)``."""
     views: list[str] = []
+    sizes: dict[str, int] = {}  # each earlier step's inlined size (``query_size``)
     nondeterministic: list[str] = []
     try:
         for alias, frame in inputs.items():
@@ -142,10 +144,11 @@ def _analyse_transform(
         output: DataFrame | None = None
         for step in transform.normalized().queries or []:
             label = step.alias or OUTPUT_STEP
-            output, found = _analyse_step(spark, label, step.query, views, hint)
+            output, found, size = _analyse_step(spark, label, step.query, views, hint, sizes)
             nondeterministic += [_in_step(label, finding) for finding in found]
             if step.alias is not None:
                 _register(output, step.alias, views)
+                sizes[step.alias] = size
     finally:
         for name in views:
             spark.catalog.dropTempView(name)
@@ -191,10 +194,16 @@ def _register(frame: DataFrame, alias: str, views: list[str]) -> None:
 
 
 def _analyse_step(
-    spark: SparkSession, label: str, query: str, views: Sequence[str], hint: ViewHint
-) -> tuple[DataFrame, tuple[Nondeterminism, ...]]:
+    spark: SparkSession,
+    label: str,
+    query: str,
+    views: Sequence[str],
+    hint: ViewHint,
+    sizes: Mapping[str, int],
+) -> tuple[DataFrame, tuple[Nondeterminism, ...], int]:
     """Parse, sandbox and analyse one step, which may read only ``views``; the step's
-    frame and what in it is non-deterministic.
+    frame, what in it is non-deterministic, and its size with every reference replaced
+    (``query_size``; ``sizes``, the earlier steps').
 
     ``spark.sql`` analyses a query eagerly (that is where unknown columns and tables are
     found) but runs no job until an action; the sandbox checks the parsed plan before
@@ -205,10 +214,17 @@ def _analyse_step(
         message = f"step `{label}`: parentheses nest more than {MAX_NESTING} deep: {_TOO_COMPLEX}"
         raise QueryError(message, deep, label)
     try:
-        check_parsed(_require_query(spark, label, query), spark.sparkContext._jvm)
+        parsed = _require_query(spark, label, query)
+        jvm = spark.sparkContext._jvm
+        size, measured = step_size(parsed, jvm, query, sizes)
+        if measured and size > MAX_INLINED:
+            raise QueryError(f"step `{label}`: {_TOO_LARGE}", None, label)
+        check_parsed(parsed, jvm)
         frame = spark.sql(query)
         nondeterministic = check_plan(frame, views)
     except Py4JJavaError as e:
+        if _out_of_memory(e):
+            raise QueryError(f"step `{label}`: {_NO_MEMORY}", None, label) from None
         if not _stack_overflow(e):
             raise
         raise QueryError(f"step `{label}`: {_TOO_COMPLEX}", None, label) from None
@@ -217,10 +233,20 @@ def _analyse_step(
         raise QueryError(message, _engine_line(e, query), label) from None
     except SandboxError as e:
         raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line, label) from None
-    return frame, nondeterministic
+    return frame, nondeterministic, size
 
 
 _TOO_COMPLEX = "Spark's parser cannot read a query this deeply nested; split it into steps"
+_TOO_LARGE = (
+    f"with each WITH name and earlier step it reads replaced by its query, as Spark"
+    f" analyses it, the query comes to more than {MAX_INLINED:,} operators, which would"
+    " take the engine minutes or all its memory; read each of them fewer times"
+)
+_NO_MEMORY = "the engine ran out of memory analysing the query; make it smaller"
+
+
+def _out_of_memory(error: Py4JJavaError) -> bool:
+    return "java.lang.OutOfMemoryError" in str(error.java_exception)
 
 
 def _stack_overflow(error: Py4JJavaError) -> bool:

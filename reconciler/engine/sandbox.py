@@ -160,12 +160,12 @@ def check_parsed(plan: Any, jvm: Any) -> None:
     ``IDENTIFIER(…)``, unless the identifier is a plain string naming another function
     (an expression could build the name ``reflect``). ``jvm`` is the session's py4j view.
     """
-    for node, kind in _parsed_trees(plan, _types(jvm)):
+    for node, kind in _parsed_trees(plan, node_types(jvm)):
         if kind == "UnresolvedFunction":
             name = str(node.nameParts().last()).lower()
             if name in _REFLECTION_NAMES:
                 raise SandboxError(f"calls Java reflection ({name})", _line(node))
-            _check_arguments(node, name, list(_seq(node.arguments())))
+            _check_arguments(node, name, list(scala_seq(node.arguments())))
         elif kind == "ExpressionWithUnresolvedIdentifier":
             identifier = node.identifierExpr()
             if _simple_name(identifier) != "Literal":
@@ -177,7 +177,7 @@ def check_parsed(plan: Any, jvm: Any) -> None:
             if any(name in text for name in _REFLECTION_NAMES):
                 raise SandboxError(f"calls Java reflection ({text})", _line(node))
             name = text.rpartition(".")[2].strip("`")
-            _check_arguments(node, name, list(_seq(node.otherExprs())))
+            _check_arguments(node, name, list(scala_seq(node.otherExprs())))
 
 
 def tables_named(plan: Any, jvm: Any) -> frozenset[str] | None:
@@ -186,9 +186,9 @@ def tables_named(plan: Any, jvm: Any) -> frozenset[str] | None:
     analysis resolves. CTE names are among them: a caller reading this as what to
     provide provides a little more, never less."""
     names: set[str] = set()
-    for node, kind in _parsed_trees(plan, _types(jvm)):
+    for node, kind in _parsed_trees(plan, node_types(jvm)):
         if kind == "UnresolvedRelation":
-            names.add(".".join(str(part) for part in _seq(node.multipartIdentifier())))
+            names.add(".".join(str(part) for part in scala_seq(node.multipartIdentifier())))
         elif kind == "PlanWithUnresolvedIdentifier":
             return None
     return frozenset(names)
@@ -207,7 +207,7 @@ def _check_arguments(node: Any, name: str, arguments: list[Any]) -> None:
     if position is None or len(arguments) <= position:
         return
     options = arguments[position]
-    pairs = list(_seq(options.arguments())) if _is_map_call(options) else []
+    pairs = list(scala_seq(options.arguments())) if _is_map_call(options) else []
     if not pairs or not all(_is_string_literal(part) for part in pairs):
         raise SandboxError(
             f"gives {name} options that are not a map() of string literals", _line(node)
@@ -253,13 +253,13 @@ def check_plan(frame: DataFrame, allowed: Collection[str]) -> tuple[Nondetermini
     session = frame.sparkSession
     case_sensitive = str(session.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
     names = set(allowed) if case_sensitive else {name.lower() for name in allowed}
-    walker = _Walker(_types(session.sparkContext._jvm), names, case_sensitive)
+    walker = _Walker(node_types(session.sparkContext._jvm), names, case_sensitive)
     walker.plan(frame._jdf.queryExecution().analyzed())
     return tuple(walker.nondeterministic)
 
 
 @cache
-def _types(jvm: Any) -> _Types:
+def node_types(jvm: Any) -> _Types:
     """The JVM's types, looked up once: each py4j call is a round trip to the JVM."""
     return _Types(jvm)
 
@@ -311,11 +311,11 @@ class _Walker:
             raise SandboxError(
                 f"runs an external program (TRANSFORM ... USING {node.script()!r})", _line(node)
             )
-        children = list(_seq(node.children()))
+        children = list(scala_seq(node.children()))
         if not children and name not in _HARMLESS_LEAVES:
             raise SandboxError(_relation_reason(node, name), _line(node))
         self._note(determinism.plan_node(name), node)
-        for expression in _seq(node.expressions()):
+        for expression in scala_seq(node.expressions()):
             self.expression(expression)
         for child in children:
             self.plan(child)
@@ -331,9 +331,9 @@ class _Walker:
                 f"calls {node.prettyName()}, whose XML parser fetches external DTDs", _line(node)
             )
         if name in _OPTION_CLASSES:
-            for option in _seq(node.options().keys().toSeq()):
+            for option in scala_seq(node.options().keys().toSeq()):
                 _check_option(node, str(node.prettyName()), str(option))
-        children = list(_seq(node.children()))
+        children = list(scala_seq(node.children()))
         if "plan_expression" in kinds:  # EXISTS, IN, scalar and lateral subqueries
             inner = node.plan()
             if "plan" not in self.types.of(inner)[1]:
@@ -365,7 +365,7 @@ def _relation_reason(node: Any, name: str) -> str:
             return f"reads table {table.get().identifier().quotedString()}, which is not an input"
         relation = node.relation()
         if _simple_name(relation) == "HadoopFsRelation":
-            paths = ", ".join(str(p) for p in _seq(relation.location().rootPaths()))
+            paths = ", ".join(str(p) for p in scala_seq(relation.location().rootPaths()))
             return f"reads a file relation ({paths})"
         return f"reads a data source relation ({_simple_name(relation)})"
     if name == "HiveTableRelation":
@@ -386,13 +386,13 @@ def _parsed_trees(plan: Any, types: _Types) -> Iterator[tuple[Any, str]]:
         node = stack.pop()
         name, kinds = types.of(node)
         yield node, name
-        stack.extend(_seq(node.children()))
+        stack.extend(scala_seq(node.children()))
         if "plan" in kinds:
-            stack.extend(_seq(node.innerChildren()))
-            stack.extend(_seq(node.expressions()))
+            stack.extend(scala_seq(node.innerChildren()))
+            stack.extend(scala_seq(node.expressions()))
 
 
-def _seq(seq: Any) -> Iterator[Any]:
+def scala_seq(seq: Any) -> Iterator[Any]:
     """The elements of a Scala ``Seq`` held by py4j."""
     for index in range(seq.length()):
         yield seq.apply(index)
