@@ -63,6 +63,13 @@ class RepoConfig:
     """The most bytes a ``Decompress`` prepare step may write (``max_decompressed_size``):
     a few hundred bytes of nested gzip expand to gigabytes, and a pull request may add
     such a file, which the scheduled run would unpack until the runner's disk is full."""
+    max_download_size: int = 10 * 2**30
+    """The most bytes one download of a ``Url`` source may bring (``max_download_size``):
+    a server of a pull request's choosing could send without end, until the disk is full."""
+    max_download_seconds: int = 3600
+    """The longest one download of a ``Url`` source may take (``max_download_seconds``):
+    a server sending a byte now and then answers every read in time, and held the
+    scheduled run for ever."""
 
     @property
     def cache_dir(self) -> Path:
@@ -110,6 +117,8 @@ class RepoConfig:
             data_store=_str(settings, "data_store", "odf") or "odf",
             s3=_s3(settings),
             max_decompressed_size=_size(settings, "max_decompressed_size", 10 * 2**30),
+            max_download_size=_size(settings, "max_download_size", 10 * 2**30),
+            max_download_seconds=_seconds(settings, "max_download_seconds", 3600),
         )
 
     def manifest_paths(self) -> list[Path]:
@@ -228,6 +237,8 @@ _KEYS = (
     "s3",
     "spark",
     "max_decompressed_size",
+    "max_download_size",
+    "max_download_seconds",
 )
 _SPARK_KEYS = ("master", "app_name", "conf", "executor_wait")
 
@@ -314,6 +325,15 @@ def _size(settings: dict[str, Any], key: str, default: int) -> int:
             f' ("512MiB", "10GiB"), got {value!r}'
         )
     return int(found.group(1)) * _UNITS[found.group(2)]
+
+
+def _seconds(settings: dict[str, Any], key: str, default: int) -> int:
+    value = settings.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(
+            f"[tool.reconciler] {key} must be a whole number of seconds above 0, got {value!r}"
+        )
+    return value
 
 
 def _str(settings: dict[str, Any], key: str, default: str) -> str:

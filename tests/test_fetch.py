@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import threading
 import time
+import tomllib
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.config import ConfigError, RepoConfig
 from reconciler.env_templates import TemplateError, resolve_env
 from reconciler.ingest import fetch as fetch_module
 from reconciler.ingest.fetch import (
     ContainerRuntimeError,
+    DownloadLimits,
     EventTimeError,
     Fetched,
     FetchError,
@@ -313,6 +317,71 @@ def test_http_timeout_is_unreachable(
     with pytest.raises(SourceUnreachableError) as e:
         fetch_url(url_step(server.url("/slow")), tmp_path)
     assert str(e.value) == f"http://127.0.0.1:{server.port}/slow: timed out after 0.2 s"
+
+
+@pytest.fixture
+def drip() -> Iterator[str]:
+    """A server that answers 200 at once, then sends its body a byte every 0.2 s for ten
+    seconds: each read is in time, the download never ends in any useful time."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\na\n")
+            for _ in range(50):
+                if stop.wait(0.2):
+                    return
+                with contextlib.suppress(OSError):
+                    connection.sendall(b"1\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/drip"
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+def test_a_download_past_its_time_or_size_is_cut_and_leaves_nothing(
+    drip: str, server: Server, tmp_path: Path
+) -> None:
+    """A server sending a byte now and then held the scheduled run for ever: each read
+    came within the 30 s timeout, and a read waited for a whole megabyte."""
+    started = time.monotonic()
+    with pytest.raises(SourceUnreachableError) as e:
+        fetch(
+            url_step(drip),
+            prev_state=None,
+            system_time=SYSTEM_TIME,
+            workdir=tmp_path / "work",
+            base_dir=tmp_path,
+            env={},
+            limits=DownloadLimits(seconds=1),
+        )
+    assert time.monotonic() - started < 5
+    assert str(e.value) == (
+        f"{drip}: the download took longer than 1 s, the longest one may take"
+        " (max_download_seconds in [tool.reconciler])"
+    )
+    server.routes["/big"] = lambda path, headers: Reply(200, b"a\n" + b"1\n" * 5000)
+    with pytest.raises(SourceUnreachableError) as e:
+        fetch(
+            url_step(server.url("/big")),
+            prev_state=None,
+            system_time=SYSTEM_TIME,
+            workdir=tmp_path / "work",
+            base_dir=tmp_path,
+            env={},
+            limits=DownloadLimits(size=1000),
+        )
+    assert str(e.value) == (
+        f"{server.url('/big')}: the download passed 1000 bytes, the most one may bring"
+        " (max_download_size in [tool.reconciler])"
+    )
+    assert list((tmp_path / "work").iterdir()) == []
 
 
 def test_http_from_path_is_an_event_time_error_before_any_request(
@@ -961,3 +1030,30 @@ def test_container_protocol_with_a_real_container(tmp_path: Path) -> None:
     assert (first.source_state, first.source_event_time, first.has_more) == (etag("v2"), None, True)
 
     assert fetch_url(step, tmp_path, prev=etag("v2"), env={"KEY": "k"}) == UpToDate()
+
+
+@pytest.mark.parametrize(
+    ("text", "limits"),
+    [
+        ("", DownloadLimits(10 * 2**30, 3600)),
+        ('max_download_size = "64MiB"\nmax_download_seconds = 90\n', DownloadLimits(2**26, 90)),
+    ],
+)
+def test_download_limits_are_read_from_the_repository_settings(
+    tmp_path: Path, text: str, limits: DownloadLimits
+) -> None:
+    config = RepoConfig.of_pyproject(tmp_path, "[tool.reconciler]\n" + text, "pyproject.toml")
+    assert DownloadLimits(config.max_download_size, config.max_download_seconds) == limits
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", '"1h"', "true"])
+def test_a_download_time_that_is_no_number_of_seconds_is_a_configuration_error(
+    tmp_path: Path, value: str
+) -> None:
+    text = f"[tool.reconciler]\nmax_download_seconds = {value}\n"
+    with pytest.raises(ConfigError) as refused:
+        RepoConfig.of_pyproject(tmp_path, text, "pyproject.toml")
+    assert str(refused.value) == (
+        "[tool.reconciler] max_download_seconds must be a whole number of seconds above 0,"
+        f" got {tomllib.loads('v = ' + value)['v']!r}"
+    )

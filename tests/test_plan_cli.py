@@ -518,8 +518,30 @@ def test_a_pull_request_that_points_policies_elsewhere_is_still_judged_by_the_ba
             " so a maintainer reviews and merges a higher one as such, since this plan cannot"
             " approve it",
         ),
+        (
+            "max_download_size = 1000",
+            'max_download_size = "20GiB"',
+            "max_download_size rises from 1000 to 21474836480 bytes: the limit is what stops a"
+            " server a pull request names from filling the runner's disk, so a maintainer"
+            " reviews and merges a higher one as such, since this plan cannot approve it",
+        ),
+        (
+            "",
+            "max_download_seconds = 7200",
+            "max_download_seconds rises from 3600 to 7200 seconds: the limit is what stops a"
+            " server a pull request names from holding the scheduled run for ever, a byte at a"
+            " time, so a maintainer reviews and merges a higher one as such, since this plan"
+            " cannot approve it",
+        ),
     ],
-    ids=["odf_root", "store-to-store", "store-back-into-git", "decompress-limit"],
+    ids=[
+        "odf_root",
+        "store-to-store",
+        "store-back-into-git",
+        "decompress-limit",
+        "download-size",
+        "download-seconds",
+    ],
 )
 def test_a_pull_request_cannot_move_the_chains_or_their_store(
     repo: GitOpsRepo, base: str, change: str, message: str

@@ -219,6 +219,7 @@ class Session:
         self.fetch_uncacheable = self.fetch_uncacheable or fetch_uncacheable
 
     def ingest_context(self, progress: Callable[[str], None] = lambda _: None) -> IngestContext:
+        from ..ingest.fetch import DownloadLimits
         from ..ingest.pull import IngestContext
 
         return IngestContext(
@@ -231,6 +232,9 @@ class Session:
             source_roots=self.config.source_roots,
             scratch=self.config.work_dir,
             max_decompressed_size=self.config.max_decompressed_size,
+            download_limits=DownloadLimits(
+                self.config.max_download_size, self.config.max_download_seconds
+            ),
         )
 
 

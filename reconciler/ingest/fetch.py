@@ -39,6 +39,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -152,6 +153,16 @@ class ContainerRuntimeError(FetchError):
         self.stderr = stderr
 
 
+@dataclass(frozen=True)
+class DownloadLimits:
+    """What one download of a ``Url`` source may take: a server of a pull request's
+    choosing could send without end (a full disk) or a byte now and then (each read in
+    time, the run held for ever). ``max_download_size`` and ``max_download_seconds``."""
+
+    size: int = 10 * 2**30
+    seconds: int = 3600
+
+
 # --- Entry point -----------------------------------------------------------------------
 
 
@@ -164,6 +175,7 @@ def fetch(
     base_dir: Path,
     env: Mapping[str, str],
     source_roots: Sequence[Path] = (),
+    limits: DownloadLimits = DownloadLimits(),
 ) -> Fetched | UpToDate:
     """Fetch what is new in the source since ``prev_state``.
 
@@ -176,7 +188,7 @@ def fetch(
     prev = _parse_state(prev_state)
     roots = SourceRoots.of(base_dir, source_roots)
     if isinstance(step, models.FetchStepUrl):
-        return _fetch_url(step, prev, system_time, workdir, base_dir, roots, env)
+        return _fetch_url(step, prev, system_time, workdir, base_dir, roots, env, limits)
     if isinstance(step, models.FetchStepFilesGlob):
         return _fetch_files_glob(step, prev, system_time, base_dir, roots)
     if isinstance(step, models.FetchStepContainer):
@@ -225,6 +237,7 @@ def _fetch_url(
     base_dir: Path,
     roots: SourceRoots,
     env: Mapping[str, str],
+    limits: DownloadLimits,
 ) -> Fetched | UpToDate:
     url, secrets = resolve_env_tracked(step.url, env)
     scheme = urlsplit(url).scheme.lower()
@@ -238,7 +251,7 @@ def _fetch_url(
         path = _file_url_path(step.url, url, base_dir, roots, secrets)
         return _fetch_file(path, step.event_time, prev, system_time, secrets)
     if scheme in ("http", "https"):
-        return _fetch_http(step, url, secrets, prev, system_time, workdir, env)
+        return _fetch_http(step, url, secrets, prev, system_time, workdir, env, limits)
     origin = _display_url(url, secrets)
     raise FetchError(
         f"{origin}: unsupported URL scheme {scheme!r} (http, https and file are supported)",
@@ -309,6 +322,7 @@ def _fetch_http(
     system_time: Timestamp,
     workdir: Path,
     env: Mapping[str, str],
+    limits: DownloadLimits,
 ) -> Fetched | UpToDate:
     sensitive = set(_SENSITIVE_HEADERS)
     headers: list[tuple[str, str]] = []
@@ -354,6 +368,7 @@ def _fetch_http(
         )
 
     opener = urllib.request.build_opener(_RedirectHandler(frozenset(sensitive)))
+    deadline = time.monotonic() + limits.seconds
     try:
         response = opener.open(request, timeout=HTTP_TIMEOUT_SECONDS)
     except urllib.error.HTTPError as e:
@@ -390,7 +405,7 @@ def _fetch_http(
         elif last_modified_header is not None:
             last_modified = _parse_http_date(last_modified_header, origin)
             state = _last_modified_state(last_modified)
-        path = _download(response, workdir, unreachable)
+        path = _download(response, workdir, unreachable, limits, deadline)
 
     event_time: Timestamp | None
     if isinstance(step.event_time, models.EventTimeSourceFromSystemTime):
@@ -437,21 +452,40 @@ def _parse_http_date(value: str, origin: str) -> Timestamp:
 
 
 def _download(
-    response: IO[bytes], workdir: Path, unreachable: Callable[[str], SourceUnreachableError]
+    response: http.client.HTTPResponse,
+    workdir: Path,
+    unreachable: Callable[[str], SourceUnreachableError],
+    limits: DownloadLimits,
+    deadline: float,
 ) -> Path:
-    """Stream the body to a new file in ``workdir``; a partial file never survives."""
+    """Stream the body to a new file in ``workdir``, within ``limits`` (``deadline`` on
+    the monotonic clock); a partial file never survives. Each read returns what one
+    receive brought (``read1``): a full chunk's read waited for the whole chunk, so a
+    server sending a byte at a time kept it, and the deadline unchecked, for days."""
     workdir.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix="fetch-", suffix=".data", dir=workdir)
     path = Path(name)
+    written = 0
     try:
         with os.fdopen(fd, "wb") as out:
             while True:
                 try:
-                    chunk = response.read(_CHUNK)
+                    chunk = response.read1(_CHUNK)
                 except (OSError, http.client.HTTPException) as e:
                     raise unreachable(f"download interrupted: {_network_failure(e)}") from None
                 if not chunk:
                     break
+                written += len(chunk)
+                if written > limits.size:
+                    raise unreachable(
+                        f"the download passed {limits.size} bytes, the most one may bring"
+                        " (max_download_size in [tool.reconciler])"
+                    )
+                if time.monotonic() > deadline:
+                    raise unreachable(
+                        f"the download took longer than {limits.seconds} s, the longest one"
+                        " may take (max_download_seconds in [tool.reconciler])"
+                    )
                 out.write(chunk)
     except BaseException:
         path.unlink(missing_ok=True)

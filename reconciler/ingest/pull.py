@@ -14,7 +14,7 @@ next run redoes the work once (source states are only committed with their data)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -26,7 +26,7 @@ from ..odf.schema_evolution import IncompatibleSchemaError
 from ..odf.timestamps import Timestamp
 from ..writer.commit import all_or_nothing, commit
 from ..writer.scratch import INGEST_PREFIX, PUSH_PREFIX, scratch_dir
-from .fetch import Fetched, SourceNotFoundError, UpToDate, fetch
+from .fetch import DownloadLimits, Fetched, SourceNotFoundError, UpToDate, fetch
 from .prepare import prepare
 from .preprocess import preprocessed
 from .readers import ReadError, read_data, spark_schema
@@ -60,6 +60,8 @@ class IngestContext:
     temporary folder."""
     max_decompressed_size: int = 10 * 2**30
     """The most bytes a ``Decompress`` prepare step may write (``RepoConfig``)."""
+    download_limits: DownloadLimits = field(default_factory=DownloadLimits)
+    """The most bytes and seconds one download may take (``RepoConfig``)."""
 
     def now(self) -> Timestamp:
         return self.system_time or Timestamp.now()
@@ -103,6 +105,7 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
                         base_dir=context.base_dir,
                         env=context.env,
                         source_roots=context.source_roots,
+                        limits=context.download_limits,
                     )
                 except SourceNotFoundError as e:
                     if not _awaiting_first_file(state, source):

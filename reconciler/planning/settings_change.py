@@ -14,8 +14,10 @@ master is: the merge would send every file to a store (an endpoint) of the pull
 request's choosing and take them out of git, so a maintainer merges it as such.
 ``source_roots`` may not grow either: the plan judges the pull request by the base's, but
 the next one would read the runner's files from the new folders. Nor may
-``max_decompressed_size`` rise: it bounds what a decompression bomb of the same pull
-request would write on the runner. Nor may ``policies``
+``max_decompressed_size`` rise (it bounds what a decompression bomb of the same pull
+request would write on the runner), nor ``max_download_size`` and
+``max_download_seconds`` (what a server the pull request names may send, and for how
+long). Nor may ``policies``
 point elsewhere: the pull request is judged by the base's folder, but the next one would
 be judged by a folder this one wrote (``policy_change`` reports edits inside the folder).
 """
@@ -29,6 +31,22 @@ from ..config import RepoConfig, setting_line, shown_path
 from ..odf.store_move import in_folder
 from ..plan.model import Action, Location, Pending, Plan, Problem
 from ..wording import count
+
+# Limits on what a pull request's sources may make a run do, and what each stops: raised,
+# they are changes a maintainer merges knowingly.
+_LIMITS = (
+    (
+        "max_decompressed_size",
+        "bytes",
+        "a decompression bomb in a pull request from filling the runner's disk",
+    ),
+    ("max_download_size", "bytes", "a server a pull request names from filling the runner's disk"),
+    (
+        "max_download_seconds",
+        "seconds",
+        "a server a pull request names from holding the scheduled run for ever, a byte at a time",
+    ),
+)
 
 
 def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
@@ -94,18 +112,18 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
                 field="tool.reconciler.source_roots",
             )
         )
-    if config.max_decompressed_size > base.max_decompressed_size:
-        problems.append(
-            Problem(
-                f"max_decompressed_size rises from {base.max_decompressed_size} to"
-                f" {config.max_decompressed_size} bytes: the limit is what stops a"
-                " decompression bomb in a pull request from filling the runner's disk, so a"
-                " maintainer reviews and merges a higher one as such, since this plan cannot"
-                " approve it",
-                location=_key_location(pyproject, "max_decompressed_size"),
-                field="tool.reconciler.max_decompressed_size",
+    for key, unit, stops in _LIMITS:
+        now, was = getattr(config, key), getattr(base, key)
+        if now > was:
+            problems.append(
+                Problem(
+                    f"{key} rises from {was} to {now} {unit}: the limit is what stops {stops},"
+                    " so a maintainer reviews and merges a higher one as such, since this plan"
+                    " cannot approve it",
+                    location=_key_location(pyproject, key),
+                    field=f"tool.reconciler.{key}",
+                )
             )
-        )
     if config.policies_dir != base.policies_dir:
         was = shown_path(base.policies_dir, base.root)
         now = shown_path(config.policies_dir, config.root)
