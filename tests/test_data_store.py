@@ -639,6 +639,30 @@ def test_a_file_that_does_not_match_its_name_is_not_moved(
     assert not (tmp_path / "store" / "data" / data.name).exists()
 
 
+def test_a_move_that_stops_part_way_counts_the_files_that_left_the_folder(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """The files moved before the stop leave git in the run's commit: its message and
+    result said nothing of them."""
+    root = tmp_path / "repo"
+    make_repo(root, None)
+    apply(root, "2026-01-01T06:00:00Z")
+    (root / "sources" / "2.csv").write_text(CSV2)
+    apply(root, "2026-01-02T06:00:00Z")
+    sound, broken = sorted((root / "odf" / ROOT / "data").iterdir())  # moved in this order
+    broken.write_bytes(broken.read_bytes() + b"!")
+    _move_into(root, "../store", None)
+    result = cli(
+        root, "apply", "--yes", "--format", "json", "--system-time", "2026-01-03T06:00:00Z"
+    )
+    assert result.exit_code == 1, result.output
+    (moved,) = [d for d in json.loads(result.stdout)["datasets"] if d["name"] == ROOT]
+    assert (moved["status"], moved["movedFiles"]) == ("failed", 1)
+    assert moved["error"].startswith(f"{ROOT}: data/{broken.name} does not match its hash")
+    assert (tmp_path / "store" / "data" / sound.name).is_file()
+    assert (not sound.exists(), broken.exists()) == (True, True)
+
+
 def test_a_missing_object_is_named_before_the_engine_reads_it(
     tmp_path: Path, spark: SparkSession
 ) -> None:

@@ -35,7 +35,7 @@ from ..odf import Timestamp
 from ..odf.multiformat import DatasetId
 from ..odf.repository import Dataset, OdfRepository, RepositoryError
 from ..odf.store import StoreError
-from ..odf.store_move import move_into_store
+from ..odf.store_move import MoveStoppedError, move_into_store
 from ..plan.model import Action, DatasetPlan, Plan
 from ..transform.run import run_derivative
 from ..wording import count
@@ -117,7 +117,10 @@ def apply_plan(
                     renamed_from = ds.renamed_from
                 moved = _move_into_store(repo, ds.name)
             except (StoreError, RepositoryError, OSError) as e:
-                done(Outcome(ds.name, Status.FAILED, message=str(e)))
+                # the files moved before the stop left git: the commit must say so
+                stopped = e.moved if isinstance(e, MoveStoppedError) else 0
+                failure = Outcome(ds.name, Status.FAILED, message=str(e), moved=stopped)
+                done(replace(failure, renamed_from=renamed_from))
                 continue
             outcome = _apply_dataset(repo, ds, metadata_time, context, ids, lineage, describer)
             done(replace(outcome, moved=moved, renamed_from=renamed_from))

@@ -55,21 +55,34 @@ def in_folder(root: Path) -> InFolder:
     return InFolder(tuple(found))
 
 
+class MoveStoppedError(StoreError):
+    """A move that stopped part way: ``moved`` files had left the folder by then, and the
+    run's commit records their removal as it does a whole move's."""
+
+    def __init__(self, message: str, moved: int) -> None:
+        super().__init__(message)
+        self.moved = moved
+
+
 def move_into_store(root: Path, store: DataStore) -> int:
     """Move the data and checkpoint files of the dataset folder ``root`` into ``store``;
     how many were moved. A file whose bytes do not match its name is not moved (it is
-    not the object its name promises): ``StoreError``, the files before it moved, the
-    rest left for ``verify --integrity`` to report."""
+    not the object its name promises), nor anything after a file the store refuses:
+    ``MoveStoppedError``, counting the files before it, the rest left for the next run
+    (or ``verify --integrity``, for a file that is not its object)."""
     moved = 0
     for path, kind in in_folder(root).files:
-        actual = str(physical_hash(path))
-        if actual != path.name:
-            raise StoreError(
-                f"{root.name}: {folder_of(kind)}/{path.name} does not match its hash"
-                f" ({actual}): it was not moved into the data store"
-                " (`reconcile verify --integrity` tells more)"
-            )
-        store.put(path, path.name, kind)  # keeps the file as its cached copy, or
+        try:
+            actual = str(physical_hash(path))
+            if actual != path.name:
+                raise StoreError(
+                    f"{root.name}: {folder_of(kind)}/{path.name} does not match its hash"
+                    f" ({actual}): it was not moved into the data store"
+                    " (`reconcile verify --integrity` tells more)"
+                )
+            store.put(path, path.name, kind)  # keeps the file as its cached copy, or
+        except (StoreError, OSError) as e:
+            raise MoveStoppedError(str(e), moved) from e
         path.unlink(missing_ok=True)  # leaves it: either way it leaves the folder
         moved += 1
     for kind in KINDS:
