@@ -456,6 +456,47 @@ def test_a_submodule_in_the_chains_folder_fails_the_plan_and_is_refused_by_apply
     assert not (top / "odf" / B).exists()
 
 
+def test_chain_files_stored_in_git_lfs_reach_the_remote_s_lfs_store(tmp_path: Path) -> None:
+    """The push skips hooks (``--no-verify``), and with them LFS's upload: the remote
+    got pointers to files no clone could fetch, and every verify after failed."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = clone(origin, tmp_path / "runner")
+    top = tmp_path / "runner"
+    lfs = ["git", "lfs", "install", "--local"]
+    subprocess.run(lfs, cwd=top, check=True, capture_output=True)
+    (top / ".gitattributes").write_text("odf/**/data/* filter=lfs diff=lfs merge=lfs -text\n")
+    runner.git.add(".gitattributes")
+    runner.index.commit("data files in Git LFS")
+    code, _, stderr = reconcile_and_push(top)
+    assert code == 0, stderr
+    (data,) = (top / "odf" / A / "data").iterdir()
+    pointer = runner.git.show(f"HEAD:odf/{A}/data/{data.name}")
+    oid = hashlib.sha256(data.read_bytes()).hexdigest()
+    assert pointer.splitlines()[:2] == [
+        "version https://git-lfs.github.com/spec/v1",
+        f"oid sha256:{oid}",
+    ]
+    stored = origin / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
+    assert stored.read_bytes() == data.read_bytes()
+    fresh = tmp_path / "fresh"
+    git.Repo.clone_from(str(origin), fresh, env={"GIT_LFS_SKIP_SMUDGE": "1"})
+    subprocess.run(lfs, cwd=fresh, check=True, capture_output=True)
+    subprocess.run(["git", "lfs", "pull"], cwd=fresh, check=True, capture_output=True)
+    assert run(fresh, "verify", "--integrity").returncode == 0
+
+
+def test_a_failed_push_says_git_s_reason_not_the_tail_of_its_advice(tmp_path: Path) -> None:
+    origin = remote_with(tmp_path, {A: CSV_A})
+    clone(origin, tmp_path / "runner")
+    origin.rename(tmp_path / "gone.git")
+    code, _, stderr = reconcile_and_push(tmp_path / "runner")
+    assert code == 1
+    assert (
+        f"git push to origin/main failed: fatal: '{origin}' does not appear to be a git repository"
+        in stderr
+    )
+
+
 def test_a_committed_temporary_in_a_chain_folder_is_untracked_not_blamed_on_the_ignore_rule(
     tmp_path: Path,
 ) -> None:

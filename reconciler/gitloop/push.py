@@ -14,6 +14,7 @@ The branch pushed to is the current branch's upstream (``branch.<name>.remote`` 
 from __future__ import annotations
 
 import random
+import subprocess
 from dataclasses import dataclass
 
 import git
@@ -56,13 +57,16 @@ def upstream_of(tree: Worktree) -> Upstream:
 def push(tree: Worktree, upstream: Upstream, base: str) -> str | None:
     """Push HEAD (a commit on top of ``base``) to ``upstream``: None once pushed, else the
     remote tip that moved past ``base``; ``PushError`` on any other failure."""
+    _push_lfs_objects(tree, upstream, base)
     try:
+        # No pre-push hooks: they are for people's pushes (a linter must not stop the
+        # chains); Git LFS's, which uploads the files it stores, is done just above.
         tree.repo.git.push(
             "--quiet", "--no-verify", upstream.remote, f"HEAD:refs/heads/{upstream.branch}"
         )
         return None
     except git.GitCommandError as e:
-        refusal = _last_line(str(e.stderr))
+        refusal = _reason(str(e.stderr))
     tip = _fetch(tree, upstream)
     if (
         tip is None
@@ -81,6 +85,36 @@ def push(tree: Worktree, upstream: Upstream, base: str) -> str | None:
             "discarding it"
         )
     return tip
+
+
+def _push_lfs_objects(tree: Worktree, upstream: Upstream, base: str) -> None:
+    """Upload the Git LFS objects of the chain files this push carries, when git's
+    attributes put any of them in LFS (``filter=lfs``): the commit holds only their
+    pointers, and LFS uploads the files from its pre-push hook, which ``--no-verify``
+    skips, so the remote got pointers to files no clone could fetch. Without such a
+    file, LFS is not asked (a runner may have it installed for other repositories)."""
+    tracking = f"refs/remotes/{upstream.remote}/{upstream.branch}"
+    known = tree.repo.git.rev_parse("--verify", "-q", tracking, with_exceptions=False)
+    since = tracking if known else base
+    changed = tree.repo.git.diff(
+        "--name-only", "-z", "--no-renames", "--diff-filter=AM", since, "HEAD", "--", tree.odf
+    )
+    paths = [p for p in changed.split("\0") if p]
+    if not paths:
+        return
+    top = tree.repo.working_tree_dir or "."
+    attributes = subprocess.run(
+        ["git", "-C", top, "check-attr", "-z", "--stdin", "filter"],
+        input="\0".join(paths).encode("utf-8"),
+        capture_output=True,
+        check=False,
+    )
+    if b"lfs" not in attributes.stdout.split(b"\0")[2::3]:
+        return
+    try:
+        tree.repo.git.lfs("push", upstream.remote, "HEAD")
+    except git.GitCommandError as e:
+        raise PushError(f"git lfs push to {upstream} failed: {_reason(str(e.stderr))}") from None
 
 
 def _ours(commit: git.Commit, odf: str) -> bool:
@@ -126,6 +160,13 @@ def _fetch(tree: Worktree, upstream: Upstream) -> str | None:
         return None
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip("'") if lines else "no reason given"
+def _reason(stderr: str) -> str:
+    """git's reason in its ``stderr`` (as GitPython gives it): the first ``fatal:`` or
+    ``error:`` line, else the last line. The last line alone was often the tail of
+    advice ("and the repository exists.")."""
+    lines = [
+        line.strip().removeprefix("stderr:").strip().strip("'") for line in stderr.splitlines()
+    ]
+    lines = [line for line in lines if line]
+    told = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    return (told or lines or ["no reason given"])[0 if told else -1]
