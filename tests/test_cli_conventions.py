@@ -20,6 +20,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from drip_server import dripping_server
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
 from typer.testing import CliRunner, Result
 
@@ -569,6 +570,27 @@ def test_sigterm_stops_after_the_dataset_at_hand_as_ctrl_c_does(tmp_path: Path) 
     ]
     assert repo.odf.names() == [A]
     assert check_integrity(repo.odf.dataset(A)) == []
+
+
+def test_sigterm_cuts_a_download_in_progress_at_once(tmp_path: Path) -> None:
+    """A download has written nothing, and a slow server held the stopped run until the
+    download's end (``timeout`` sends one SIGTERM): it is cut, and the dataset with it."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    with dripping_server(seconds=60) as url:
+        events = root_events().replace(
+            '{kind: FilesGlob, path: "sources/*.csv"}', f'{{kind: Url, url: "{url}"}}'
+        )
+        repo.write(A, manifest(A, "Root", events))
+        started = time.monotonic()
+        done = interrupted(repo.root, signal.SIGTERM)
+        stopped = time.monotonic() - started
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert stopped < 20, done.stderr
+    assert done.stderr.splitlines()[-2:] == [
+        "stopping after the current dataset (SIGTERM again to stop at once)",
+        "interrupted: stopped before any dataset; every chain is valid",
+    ]
+    assert not (repo.root / "odf").exists() or repo.odf.names() == []
 
 
 def test_a_second_ctrl_c_stops_at_once_without_a_traceback(tmp_path: Path) -> None:

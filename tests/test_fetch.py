@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import shutil
 import socket
@@ -19,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from drip_server import dripping_server
 
 from reconciler.config import ConfigError, RepoConfig
 from reconciler.env_templates import TemplateError, resolve_env
@@ -321,28 +321,8 @@ def test_http_timeout_is_unreachable(
 
 @pytest.fixture
 def drip() -> Iterator[str]:
-    """A server that answers 200 at once, then sends its body a byte every 0.2 s for ten
-    seconds: each read is in time, the download never ends in any useful time."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def serve() -> None:
-        connection, _ = listener.accept()
-        with connection:
-            connection.recv(65536)
-            connection.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\na\n")
-            for _ in range(50):
-                if stop.wait(0.2):
-                    return
-                with contextlib.suppress(OSError):
-                    connection.sendall(b"1\n")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/drip"
-    stop.set()
-    thread.join()
-    listener.close()
+    with dripping_server() as url:
+        yield url
 
 
 def test_a_download_past_its_time_or_size_is_cut_and_leaves_nothing(

@@ -233,7 +233,9 @@ class Session:
             scratch=self.config.work_dir,
             max_decompressed_size=self.config.max_decompressed_size,
             download_limits=DownloadLimits(
-                self.config.max_download_size, self.config.max_download_seconds
+                self.config.max_download_size,
+                self.config.max_download_seconds,
+                interrupt.requested,
             ),
         )
 

@@ -4,8 +4,10 @@ A dataset's pull is all or nothing, so stopping between datasets leaves every ch
 and loses no finished work. The first Ctrl-C asks for that stop; a second one stops at
 once (the dataset at hand is rolled back by its pull). SIGTERM, what a service manager,
 a container runtime or a CI runner's cancel sends, is taken the same way, as Terraform
-takes it. pyspark installs its own handler when it starts, so ``restore`` puts ours back
-after the engine's start.
+takes it. A download in progress asks ``requested`` between reads and is cut at the
+first signal (``ingest.fetch.DownloadLimits.stop``): it has written nothing, and a slow
+server held the stopping run until its end. pyspark installs its own handler when it
+starts, so ``restore`` puts ours back after the engine's start.
 """
 
 from __future__ import annotations

@@ -161,6 +161,11 @@ class DownloadLimits:
 
     size: int = 10 * 2**30
     seconds: int = 3600
+    stop: Callable[[], bool] = lambda: False
+    """Asked between reads: true once the run is asked to stop (the first Ctrl-C or
+    SIGTERM, ``commands.interrupt``). A download has written nothing yet, so it is cut
+    at once (``KeyboardInterrupt``, as the second signal raises) rather than finished:
+    a slow server held a stopped run until its end, up to ``seconds``."""
 
 
 # --- Entry point -----------------------------------------------------------------------
@@ -475,6 +480,8 @@ def _download(
                     raise unreachable(f"download interrupted: {_network_failure(e)}") from None
                 if not chunk:
                     break
+                if limits.stop():
+                    raise KeyboardInterrupt
                 written += len(chunk)
                 if written > limits.size:
                     raise unreachable(
