@@ -38,3 +38,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: a worker per core this process may use, at most ``MAX_WORKERS``, as
     every worker holds a JVM of a gigabyte or more."""
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+# The machine's own git settings (/etc/gitconfig) are no part of a test: a runner image
+# that installs Git LFS system-wide turned every `filter=lfs` attribute of a test on, and
+# chain files committed before the attribute then read as changed. Set before any test
+# (or xdist worker) starts git, and inherited by every subprocess.
+os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
