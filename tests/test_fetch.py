@@ -163,6 +163,7 @@ def fetch_url(
     tmp: Path,
     prev: models.SourceState | None = None,
     env: dict[str, str] | None = None,
+    limits: DownloadLimits | None = None,
 ) -> Fetched | UpToDate:
     return fetch(
         step,
@@ -171,6 +172,7 @@ def fetch_url(
         workdir=tmp / "work",
         base_dir=tmp,
         env=env or {},
+        limits=limits or DownloadLimits(),
     )
 
 
@@ -332,15 +334,7 @@ def test_a_download_past_its_time_or_size_is_cut_and_leaves_nothing(
     came within the 30 s timeout, and a read waited for a whole megabyte."""
     started = time.monotonic()
     with pytest.raises(SourceUnreachableError) as e:
-        fetch(
-            url_step(drip),
-            prev_state=None,
-            system_time=SYSTEM_TIME,
-            workdir=tmp_path / "work",
-            base_dir=tmp_path,
-            env={},
-            limits=DownloadLimits(seconds=1),
-        )
+        fetch_url(url_step(drip), tmp_path, limits=DownloadLimits(seconds=1))
     assert time.monotonic() - started < 5
     assert str(e.value) == (
         f"{drip}: the download took longer than 1 s, the longest one may take"
@@ -348,15 +342,7 @@ def test_a_download_past_its_time_or_size_is_cut_and_leaves_nothing(
     )
     server.routes["/big"] = lambda path, headers: Reply(200, b"a\n" + b"1\n" * 5000)
     with pytest.raises(SourceUnreachableError) as e:
-        fetch(
-            url_step(server.url("/big")),
-            prev_state=None,
-            system_time=SYSTEM_TIME,
-            workdir=tmp_path / "work",
-            base_dir=tmp_path,
-            env={},
-            limits=DownloadLimits(size=1000),
-        )
+        fetch_url(url_step(server.url("/big")), tmp_path, limits=DownloadLimits(size=1000))
     assert str(e.value) == (
         f"{server.url('/big')}: the download passed 1000 bytes, the most one may bring"
         " (max_download_size in [tool.reconciler])"
