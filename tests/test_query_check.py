@@ -9,18 +9,20 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from reconciler.config import ConfigError
+from reconciler.config import ConfigError, RepoConfig
+from reconciler.engine import query_check
 from reconciler.engine.query_check import check_query, columns_from_schema, tables_read
 from reconciler.engine.session import LOG_CONFIG, SparkSettings, spark_started
 from reconciler.engine.sql_nesting import too_deep
 from reconciler.odf.models import SqlQueryStep, TransformSql
 from reconciler.plan.model import Column, QueryCheck
+from reconciler.planning.compose import spark_validator
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -507,3 +509,25 @@ def test_a_misspelt_input_or_a_dotted_one_left_unquoted_says_what_to_write(
                 ),
             }[query]
         )
+
+
+def test_a_query_is_analysed_once_per_process_for_the_same_inputs(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An apply judged by two sets of policies (``--base``, then the checkout's own) made
+    two plans, and analysed each changed query twice."""
+    calls: list[str] = []
+    analyse = query_check.check_query
+
+    def counted(*args: Any) -> QueryCheck:
+        calls.append(args[1])
+        return analyse(*args)
+
+    monkeypatch.setattr(query_check, "check_query", counted)
+    validate = spark_validator(RepoConfig.load(tmp_path))
+    query = sql("SELECT order_id FROM orders")
+    first = validate("acme.analysed-once", {"orders": ORDERS}, query)
+    again = validate("acme.analysed-once", {"orders": ORDERS}, query)
+    fewer = validate("acme.analysed-once", {"orders": ORDERS[:-1]}, query)  # other inputs
+    assert (first is again, first.ok, fewer.ok) == (True, True, True)
+    assert calls == ["acme.analysed-once", "acme.analysed-once"]

@@ -66,7 +66,12 @@ class PlanRequest:
 def spark_validator(config: RepoConfig, base_ref: str | None = None) -> QueryValidator:
     """Validate queries on the repository's Spark settings, starting Spark lazily; without
     an engine it raises the planner's ``EngineUnavailableError``. With ``base_ref`` the
-    settings are the base branch's: a pull request cannot configure the JVM that judges it."""
+    settings are the base branch's: a pull request cannot configure the JVM that judges it.
+
+    A check is kept for the process (``_CHECKED``): its answer depends only on the query
+    and its inputs' columns (the process has one session, whatever settings a later
+    caller passes), and an apply judged by two sets of policies (``plan --base``, then the
+    checkout's own) plans twice, which analysed each changed query twice."""
 
     def validate(
         dataset: str, inputs: Mapping[str, Sequence[Column]], transform: models.TransformSql
@@ -74,13 +79,27 @@ def spark_validator(config: RepoConfig, base_ref: str | None = None) -> QueryVal
         from ..engine import session
         from ..engine.query_check import check_query
 
+        key = (
+            dataset,
+            tuple((alias, tuple(columns)) for alias, columns in inputs.items()),
+            transform.model_dump_json(),
+        )
+        if (known := _CHECKED.get(key)) is not None:
+            return known
         try:
             spark = session.get_spark(_spark_settings(config, base_ref))
         except session.EngineUnavailableError as e:
             raise EngineUnavailableError(str(e)) from None
-        return check_query(spark, dataset, inputs, transform)
+        if len(_CHECKED) >= _CHECKS_KEPT:
+            _CHECKED.clear()
+        checked = _CHECKED[key] = check_query(spark, dataset, inputs, transform)
+        return checked
 
     return validate
+
+
+_CHECKED: dict[tuple[str, tuple[tuple[str, tuple[Column, ...]], ...], str], QueryCheck] = {}
+_CHECKS_KEPT = 1024  # a bound for a long-lived process (the tests plan thousands)
 
 
 def _spark_settings(config: RepoConfig, base_ref: str | None) -> SparkSettings:
