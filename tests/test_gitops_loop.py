@@ -513,12 +513,17 @@ def test_a_committed_temporary_in_a_chain_folder_is_untracked_not_blamed_on_the_
     (top / "odf" / ".pending-0a").write_bytes(b"x")
     (top / "odf" / A / ".pending-0b" / "inner").mkdir(parents=True)
     (top / "odf" / A / ".pending-0b" / "inner" / "f").write_bytes(b"y")
+    # A folder where only files named by hash belong, which no run writes: removed.
+    (top / "odf" / A / "data" / "f1620bb").mkdir()
+    (top / "odf" / A / "data" / "f1620bb" / "g").write_bytes(b"z")
     runner.git.add("--force", ".gitignore", str(temporary), "odf")
     runner.index.commit("merged past its plan: a temporary in a chain folder")
     assert len([p for p in runner.git.ls_files("odf").splitlines() if ".pending-" in p]) == 3
     applied = run(top, "apply", "--commit", "--system-time", WHEN)
     assert applied.returncode == 0, applied.stderr
     assert [p for p in runner.git.ls_files("odf").splitlines() if ".pending-" in p] == []
+    assert runner.git.ls_files(f"odf/{A}/data/f1620bb") == ""
+    assert not (top / "odf" / A / "data" / "f1620bb").exists()
     assert (top / "odf" / ".pending-0a").read_bytes() == b"x"  # untracked, left on disk
     assert run(top, "verify", "--integrity").returncode == 0
     assert runner.head.commit.message.startswith("reconcile: ")

@@ -143,6 +143,16 @@ def write_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def _entries(folder: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``folder`` (none when it is missing), their types as the listing
+    gives them: no second look at each file."""
+    try:
+        with os.scandir(folder) as listing:
+            return list(listing)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 @dataclass(frozen=True)
 class DatasetLayout:
     """Paths of one dataset folder."""
@@ -511,7 +521,9 @@ class Dataset:
         """Remove what a crashed run left: ``.pending-*`` temporaries, the ``refs/.lock``
         files of earlier versions, and every block, data or checkpoint file that the head
         does not reach (so a Seed written before its head moved cannot later stand next
-        to a second one). A folder left with no head and nothing in it goes too.
+        to a second one), and any folder inside ``blocks/``, ``data/`` or
+        ``checkpoints/``, where no run writes one (a merge can carry one in). A folder
+        left with no head and nothing in it goes too.
 
         Only safe while no other run writes: call it under the repository lock. A chain
         that cannot be read is left exactly as it is, for ``verify`` to report.
@@ -521,20 +533,21 @@ class Dataset:
         except (RepositoryError, chain.ChainRuleError, ValueError):
             return []
         folders = [self.root, *self.layout.stores, self.layout.refs, self.layout.info]
-        removed = [
-            p
-            for folder in folders
-            if folder.is_dir()
-            for p in folder.iterdir()
-            if p.is_file()
-            and (
-                p.name.startswith(".pending-")
-                or p == self.layout.refs / ".lock"
-                or (p.parent in self.layout.stores and p not in keep)
-            )
-        ]
-        for path in removed:
-            path.unlink()
+        stores = set(self.layout.stores)
+        removed = []
+        for folder in folders:
+            for entry in _entries(folder):
+                path = Path(entry.path)
+                if entry.is_dir(follow_symlinks=False) and folder in stores:
+                    shutil.rmtree(path)
+                    removed.append(path)
+                elif entry.is_file() and (
+                    entry.name.startswith(".pending-")
+                    or path == self.layout.refs / ".lock"
+                    or (folder in stores and path not in keep)
+                ):
+                    path.unlink()
+                    removed.append(path)
         if not self.exists():
             for folder in reversed(folders):
                 with contextlib.suppress(OSError):  # not empty: someone else's files
