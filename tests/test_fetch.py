@@ -929,6 +929,73 @@ def test_container_without_docker_or_podman_fails_before_anything_runs(
     assert not (tmp_path / "work").exists()
 
 
+FAKE_RUNTIME = """#!/bin/sh
+# Records how it was started (its environment, its arguments, the --env-file's lines),
+# then answers as a container printing one CSV row.
+env > "$LOG/environment"
+printf '%s\\n' "$@" > "$LOG/arguments"
+while [ $# -gt 0 ]; do
+  if [ "$1" = --env-file ]; then cat "$2" > "$LOG/env-file"; ls -l "$2" > "$LOG/mode"; fi
+  shift
+done
+printf 'a\\n1\\n'
+"""
+
+
+def test_a_container_s_variables_configure_the_container_never_its_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given in the runtime's own environment, a manifest's DOCKER_HOST sent the run,
+    secrets and all, to a daemon of the pull request's choosing, and BASH_ENV ran a
+    script; the values now go through a file only this user reads."""
+    runtime = tmp_path / "bin" / "docker"
+    runtime.parent.mkdir()
+    runtime.write_text(FAKE_RUNTIME)
+    runtime.chmod(0o755)
+    log = tmp_path / "log"
+    log.mkdir()
+    monkeypatch.setenv("PATH", f"{runtime.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("LOG", str(log))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    step = container_step(
+        env=[
+            {"name": "DOCKER_HOST", "value": "tcp://127.0.0.1:9"},
+            {"name": "BASH_ENV", "value": "/tmp/evil.sh"},
+            {"name": "API_KEY", "value": "${{ env.KEY }}"},
+            {"name": "PASSED"},
+        ]
+    )
+    fetched = fetch_url(step, tmp_path, env={"KEY": "k3y", "PASSED": "p4ss"})
+    assert isinstance(fetched, Fetched) and fetched.path.read_bytes() == b"a\n1\n"
+    environment = (log / "environment").read_text().splitlines()
+    assert [
+        v for v in environment if v.split("=")[0] in ("DOCKER_HOST", "BASH_ENV", "API_KEY")
+    ] == []
+    arguments = (log / "arguments").read_text().splitlines()
+    assert "--env" not in arguments and "k3y" not in arguments
+    assert (log / "env-file").read_text().splitlines() == [
+        "DOCKER_HOST=tcp://127.0.0.1:9",
+        "BASH_ENV=/tmp/evil.sh",
+        "API_KEY=k3y",
+        "PASSED=p4ss",
+        "ODF_ETAG=",
+        "ODF_LAST_MODIFIED=",
+        "ODF_NEW_ETAG_PATH=/opt/odf/out/new-etag",
+        "ODF_NEW_LAST_MODIFIED_PATH=/opt/odf/out/new-last-modified",
+        "ODF_NEW_HAS_MORE_DATA_PATH=/opt/odf/out/new-has-more-data",
+        "ODF_BATCH_SIZE=10000",
+    ]
+    assert (log / "mode").read_text().startswith("-rw------- ")
+    assert work_files(tmp_path) == [fetched.path.name]  # the file of variables is gone
+    multiline = container_step(env=[{"name": "API_KEY", "value": "${{ env.KEY }}"}])
+    with pytest.raises(FetchError) as e:
+        fetch_url(multiline, tmp_path / "again", env={"KEY": "two\nlines"})
+    assert str(e.value) == (
+        "container busybox:latest: the value of API_KEY holds a line break or a NUL"
+        " character, which a container's environment file cannot hold"
+    )
+
+
 def _docker_daemon_up() -> bool:
     if shutil.which("docker") is None:
         return False

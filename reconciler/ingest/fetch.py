@@ -718,8 +718,11 @@ def _fetch_container(
     ``ODF_NEW_HAS_MORE_DATA_PATH`` to ask for another call, and reads ``ODF_BATCH_SIZE``.
     An unchanged state with no output is "up to date"; with output it is a protocol error.
 
-    Differences from kamu: variables reach the runtime by name (``--env NAME``) with
-    values in its environment, so secrets never appear in a process listing; the output
+    Differences from kamu: variables reach the container through a file only this user
+    can read (``--env-file``), so secrets never appear in a process listing, and the
+    runtime itself keeps the runner's environment: given in its environment, a
+    manifest's ``DOCKER_HOST`` sent the run, secrets and all, to a daemon of the pull
+    request's choosing, and ``BASH_ENV`` ran a script in a shell-script runtime; the output
     directory is world-writable so an image that runs as a non-root user can write its
     state; ``command`` is entrypoint plus leading arguments (kamu joins it into one
     entrypoint string, which breaks any command with arguments); ``command`` is templated
@@ -780,14 +783,14 @@ def _fetch_container(
     )
 
     workdir.mkdir(parents=True, exist_ok=True)
+    env_file = _env_file(variables, workdir, origin)
     out_dir = Path(tempfile.mkdtemp(prefix="container-out-", dir=workdir))
     out_dir.chmod(0o777)
     fd, name = tempfile.mkstemp(prefix="fetch-", suffix=".data", dir=workdir)
     data_path = Path(name)
 
     argv = [runtime, "run", "--rm", "--volume", f"{out_dir}:{CONTAINER_OUT_DIR}"]
-    for var_name in variables:
-        argv += ["--env", var_name]
+    argv += ["--env-file", str(env_file)]
     if command:
         argv += ["--entrypoint", command[0]]
     argv += [image, *command[1:], *args]
@@ -796,12 +799,7 @@ def _fetch_container(
         with os.fdopen(fd, "wb") as out, tempfile.TemporaryFile() as err:
             try:
                 status = subprocess.run(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    env={**os.environ, **variables},
-                    check=False,
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, check=False
                 ).returncode
             except OSError as e:
                 raise ContainerRuntimeError(
@@ -832,7 +830,33 @@ def _fetch_container(
         raise
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
+        env_file.unlink(missing_ok=True)
     return Fetched(data_path, state, None, has_more=has_more, origin=origin)
+
+
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _env_file(variables: Mapping[str, str], workdir: Path, origin: str) -> Path:
+    """The container's variables as an ``--env-file`` (``NAME=value`` lines, which docker
+    and podman read without quoting), readable by this user alone. A name or value that
+    the format cannot hold (a line break, an ``=`` in a name) is refused, naming the
+    variable and never its value."""
+    lines = []
+    for name, value in variables.items():
+        if not _VARIABLE_NAME.fullmatch(name):
+            raise FetchError(f"{origin}: {name!r} is no environment variable's name", origin=origin)
+        if "\n" in value or "\r" in value or "\0" in value:
+            raise FetchError(
+                f"{origin}: the value of {name} holds a line break or a NUL character, which"
+                " a container's environment file cannot hold",
+                origin=origin,
+            )
+        lines.append(f"{name}={value}\n")
+    fd, name = tempfile.mkstemp(prefix="container-env-", dir=workdir)  # mode 0600
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.writelines(lines)
+    return Path(name)
 
 
 def _read_container_state(
