@@ -15,7 +15,10 @@ from typer.testing import CliRunner
 from reconciler.cli import app
 from reconciler.config import ConfigError, RepoConfig
 
-KNOWN = "datasets, odf_root, policies, source_roots, data_store, s3, spark, max_decompressed_size"
+KNOWN = (
+    "datasets, odf_root, policies, source_roots, data_store, s3, spark, max_decompressed_size,"
+    " max_download_size, max_download_seconds"
+)
 
 
 def repo(tmp_path: Path, pyproject: str) -> Path:
