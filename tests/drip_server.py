@@ -10,9 +10,10 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def dripping_server(seconds: float = 10.0) -> Iterator[str]:
+def dripping_server(seconds: float = 10.0, headers: bool = False) -> Iterator[str]:
     """The URL of a CSV body (``a`` then a row of ``1`` every 0.2 s) served to one
-    request on 127.0.0.1, for ``seconds`` at most."""
+    request on 127.0.0.1, for ``seconds`` at most; with ``headers``, it is a header that
+    never ends that drips, before any body."""
     listener = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
@@ -28,7 +29,8 @@ def dripping_server(seconds: float = 10.0) -> Iterator[str]:
         connection.settimeout(None)
         with connection:
             connection.recv(65536)
-            connection.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\na\n")
+            start = b"X-Slow: " if headers else b"Connection: close\r\n\r\na\n"
+            connection.sendall(b"HTTP/1.1 200 OK\r\n" + start)
             for _ in range(int(seconds / 0.2)):
                 if stop.wait(0.2):
                     return

@@ -340,6 +340,15 @@ def test_a_download_past_its_time_or_size_is_cut_and_leaves_nothing(
         f"{drip}: the download took longer than 1 s, the longest one may take"
         " (max_download_seconds in [tool.reconciler])"
     )
+    # Its headers a byte at a time: urllib read them for ever, before any body.
+    started = time.monotonic()
+    with dripping_server(headers=True) as slow, pytest.raises(SourceUnreachableError) as e:
+        fetch_url(url_step(slow), tmp_path, limits=DownloadLimits(seconds=1))
+    assert time.monotonic() - started < 5
+    assert str(e.value) == (
+        f"{slow}: the download took longer than 1 s, the longest one may take"
+        " (max_download_seconds in [tool.reconciler])"
+    )
     server.routes["/big"] = lambda path, headers: Reply(200, b"a\n" + b"1\n" * 5000)
     with pytest.raises(SourceUnreachableError) as e:
         fetch_url(url_step(server.url("/big")), tmp_path, limits=DownloadLimits(size=1000))

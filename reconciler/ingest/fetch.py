@@ -39,7 +39,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +54,7 @@ from ..odf import models
 from ..odf.timestamps import Timestamp
 from ..source_paths import FileUrlError, OutsideError, SourceRoots, file_url_path, glob_matches
 from ..wording import quoted
+from .http_deadline import Deadline
 
 __all__ = [
     "ContainerRuntimeError",
@@ -256,7 +256,10 @@ def _fetch_url(
         path = _file_url_path(step.url, url, base_dir, roots, secrets)
         return _fetch_file(path, step.event_time, prev, system_time, secrets)
     if scheme in ("http", "https"):
-        return _fetch_http(step, url, secrets, prev, system_time, workdir, env, limits)
+        with Deadline(limits.seconds) as deadline:
+            return _fetch_http(
+                step, url, secrets, prev, system_time, workdir, env, limits, deadline
+            )
     origin = _display_url(url, secrets)
     raise FetchError(
         f"{origin}: unsupported URL scheme {scheme!r} (http, https and file are supported)",
@@ -328,6 +331,7 @@ def _fetch_http(
     workdir: Path,
     env: Mapping[str, str],
     limits: DownloadLimits,
+    deadline: Deadline,
 ) -> Fetched | UpToDate:
     sensitive = set(_SENSITIVE_HEADERS)
     headers: list[tuple[str, str]] = []
@@ -368,12 +372,18 @@ def _fetch_http(
         )
 
     def unreachable(message: str, status: int | None = None) -> SourceUnreachableError:
+        if deadline.expired:  # the connection was shut for it: that is the reason
+            message = (
+                f"the download took longer than {limits.seconds} s, the longest one may take"
+                " (max_download_seconds in [tool.reconciler])"
+            )
         return SourceUnreachableError(
             _masked(f"{origin}: {message}", secrets), origin=origin, status=status
         )
 
-    opener = urllib.request.build_opener(_RedirectHandler(frozenset(sensitive)))
-    deadline = time.monotonic() + limits.seconds
+    opener = urllib.request.build_opener(
+        _RedirectHandler(frozenset(sensitive)), *deadline.handlers()
+    )
     try:
         response = opener.open(request, timeout=HTTP_TIMEOUT_SECONDS)
     except urllib.error.HTTPError as e:
@@ -461,12 +471,12 @@ def _download(
     workdir: Path,
     unreachable: Callable[[str], SourceUnreachableError],
     limits: DownloadLimits,
-    deadline: float,
+    deadline: Deadline,
 ) -> Path:
-    """Stream the body to a new file in ``workdir``, within ``limits`` (``deadline`` on
-    the monotonic clock); a partial file never survives. Each read returns what one
-    receive brought (``read1``): a full chunk's read waited for the whole chunk, so a
-    server sending a byte at a time kept it, and the deadline unchecked, for days."""
+    """Stream the body to a new file in ``workdir``, within ``limits`` (``deadline``
+    shuts the connection when its time is up); a partial file never survives. Each read
+    returns what one receive brought (``read1``): a full chunk's read waited for the
+    whole chunk, and a stop asked for between reads waited with it."""
     workdir.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix="fetch-", suffix=".data", dir=workdir)
     path = Path(name)
@@ -478,6 +488,8 @@ def _download(
                     chunk = response.read1(_CHUNK)
                 except (OSError, http.client.HTTPException) as e:
                     raise unreachable(f"download interrupted: {_network_failure(e)}") from None
+                if deadline.expired:  # a shut connection's end reads as the body's
+                    raise unreachable("")
                 if not chunk:
                     break
                 if limits.stop():
@@ -487,11 +499,6 @@ def _download(
                     raise unreachable(
                         f"the download passed {limits.size} bytes, the most one may bring"
                         " (max_download_size in [tool.reconciler])"
-                    )
-                if time.monotonic() > deadline:
-                    raise unreachable(
-                        f"the download took longer than {limits.seconds} s, the longest one"
-                        " may take (max_download_seconds in [tool.reconciler])"
                     )
                 out.write(chunk)
     except BaseException:
