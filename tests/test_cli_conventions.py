@@ -572,11 +572,13 @@ def test_sigterm_stops_after_the_dataset_at_hand_as_ctrl_c_does(tmp_path: Path) 
     assert check_integrity(repo.odf.dataset(A)) == []
 
 
-def test_sigterm_cuts_a_download_in_progress_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dripping", ["body", "headers"])
+def test_sigterm_cuts_a_download_in_progress_at_once(tmp_path: Path, dripping: str) -> None:
     """A download has written nothing, and a slow server held the stopped run until the
-    download's end (``timeout`` sends one SIGTERM): it is cut, and the dataset with it."""
+    download's end (``timeout`` sends one SIGTERM): it is cut, and the dataset with it,
+    whether the server drips its body or its headers."""
     repo = GitOpsRepo.create(tmp_path / "repo")
-    with dripping_server(seconds=60) as url:
+    with dripping_server(seconds=60, headers=dripping == "headers") as url:
         events = root_events().replace(
             '{kind: FilesGlob, path: "sources/*.csv"}', f'{{kind: Url, url: "{url}"}}'
         )

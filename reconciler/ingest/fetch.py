@@ -162,10 +162,10 @@ class DownloadLimits:
     size: int = 10 * 2**30
     seconds: int = 3600
     stop: Callable[[], bool] = lambda: False
-    """Asked between reads: true once the run is asked to stop (the first Ctrl-C or
-    SIGTERM, ``commands.interrupt``). A download has written nothing yet, so it is cut
-    at once (``KeyboardInterrupt``, as the second signal raises) rather than finished:
-    a slow server held a stopped run until its end, up to ``seconds``."""
+    """True once the run is asked to stop (the first Ctrl-C or SIGTERM,
+    ``commands.interrupt``). A download has written nothing yet, so it is cut at once
+    (``KeyboardInterrupt``, as the second signal raises; ``http_deadline``) rather than
+    finished: a slow server held a stopped run until its end, up to ``seconds``."""
 
 
 # --- Entry point -----------------------------------------------------------------------
@@ -256,7 +256,7 @@ def _fetch_url(
         path = _file_url_path(step.url, url, base_dir, roots, secrets)
         return _fetch_file(path, step.event_time, prev, system_time, secrets)
     if scheme in ("http", "https"):
-        with Deadline(limits.seconds) as deadline:
+        with Deadline(limits.seconds, limits.stop) as deadline:
             return _fetch_http(
                 step, url, secrets, prev, system_time, workdir, env, limits, deadline
             )
@@ -372,6 +372,7 @@ def _fetch_http(
         )
 
     def unreachable(message: str, status: int | None = None) -> SourceUnreachableError:
+        deadline.raise_if_stopped()  # the connection was shut for the stop
         if deadline.expired:  # the connection was shut for it: that is the reason
             message = (
                 f"the download took longer than {limits.seconds} s, the longest one may take"
@@ -488,12 +489,10 @@ def _download(
                     chunk = response.read1(_CHUNK)
                 except (OSError, http.client.HTTPException) as e:
                     raise unreachable(f"download interrupted: {_network_failure(e)}") from None
-                if deadline.expired:  # a shut connection's end reads as the body's
-                    raise unreachable("")
+                if deadline.expired or deadline.stopped:  # a shut connection's end
+                    raise unreachable("")  # reads as the body's
                 if not chunk:
                     break
-                if limits.stop():
-                    raise KeyboardInterrupt
                 written += len(chunk)
                 if written > limits.size:
                     raise unreachable(

@@ -3,9 +3,11 @@
 urllib's ``timeout`` bounds each socket operation, not the exchange: a server that sends
 its status line or its body a byte every few seconds answers every read in time, and
 held a run for ever, headers and all. So every connection a fetch opens (redirects
-included) is registered here, and when the deadline passes a timer shuts them down: the
-read blocked in urllib or http.client returns at once, and ``expired`` tells the caller
-why (a connection that ends without a length reads as a complete body otherwise).
+included) is registered here, and a watcher thread shuts them down when the deadline
+passes or the run is asked to stop (``stop``, the first Ctrl-C or SIGTERM): the read
+blocked in urllib or http.client returns at once, and ``expired`` or ``stopped`` tells
+the caller why (a connection that ends without a length reads as a complete body
+otherwise).
 """
 
 from __future__ import annotations
@@ -14,24 +16,31 @@ import contextlib
 import http.client
 import socket
 import threading
+import time
 import urllib.request
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+_POLL_SECONDS = 0.2  # how soon a stop is noticed
+
 
 class Deadline:
-    """Shuts down every connection registered with ``watch`` ``seconds`` after entry."""
+    """Shuts down every connection registered with ``watch`` ``seconds`` after entry, or
+    as soon as ``stop`` answers true."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, stop: Callable[[], bool] = lambda: False) -> None:
         self.seconds = seconds
+        self.stop = stop
         self.expired = False
+        self.stopped = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
+        self._done = threading.Event()
+        self._watcher = threading.Thread(target=self._watch_clock, daemon=True)
 
     def __enter__(self) -> Deadline:
-        self._timer.start()
+        self._watcher.start()
         return self
 
     def __exit__(
@@ -40,24 +49,36 @@ class Deadline:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self._timer.cancel()
+        self._done.set()
+        self._watcher.join()
 
     def watch(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.append(sock)
-            if self.expired:
+            if self.expired or self.stopped:
                 _shut(sock)
+
+    def raise_if_stopped(self) -> None:
+        """``KeyboardInterrupt`` once the run was asked to stop: what a read that failed
+        meanwhile means (as the second signal raises it)."""
+        if self.stopped:
+            raise KeyboardInterrupt
 
     def handlers(self) -> list[urllib.request.BaseHandler]:
         """urllib handlers whose connections this deadline watches (in place of the
         default HTTP and HTTPS handlers, which ``build_opener`` then leaves out)."""
         return [_HttpHandler(self), _HttpsHandler(self)]
 
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self._sockets:
-                _shut(sock)
+    def _watch_clock(self) -> None:
+        end = time.monotonic() + self.seconds
+        while not self._done.wait(_POLL_SECONDS):
+            stopped, expired = self.stop(), time.monotonic() >= end
+            if stopped or expired:
+                with self._lock:
+                    self.stopped, self.expired = stopped, expired and not stopped
+                    for sock in self._sockets:
+                        _shut(sock)
+                return
 
 
 def _shut(sock: socket.socket) -> None:
