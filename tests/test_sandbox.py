@@ -252,6 +252,13 @@ ESCAPES: dict[str, tuple[str, str]] = {
         "SELECT * FROM orders WHERE payload IN (REDUCE payload USING 'env' AS (v) FROM orders)",
         "not allowed: runs an external program (TRANSFORM ... USING 'env')",
     ),
+    # a recursion let go deeper than Spark's own limit: only its data would end it
+    "recursion past the limit": (
+        "WITH RECURSIVE r(n) MAX RECURSION LEVEL 100000000 AS"
+        " (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100000000) SELECT n FROM r",
+        "not allowed: lets a recursive WITH go 100000000 levels deep (MAX RECURSION LEVEL):"
+        " at most 100, Spark's own limit, so that a run ends",
+    ),
     # a function the session has but the manifest does not define
     "session UDF": (
         "SELECT sneaky(order_id) AS s FROM orders",
@@ -440,6 +447,14 @@ LEGITIMATE: dict[str, tuple[TransformSql, tuple[Column, ...]]] = {
             " LATERAL VIEW explode(transform(array(1, 2), v -> v * order_id)) t AS x"
         ),
         (Column("order_id", "bigint", False), Column("x", "bigint", False)),
+    ),
+    "recursive CTE, its limit lowered": (
+        sql(
+            "WITH RECURSIVE r(n) MAX RECURSION LEVEL 10 AS"
+            " (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3)"
+            " SELECT n FROM r JOIN orders ON r.n = orders.order_id"
+        ),
+        (Column("n", "int", True),),
     ),
     "recursive CTE": (
         sql(

@@ -88,6 +88,10 @@ _HARMLESS_LEAVES = frozenset(
         "Range",
     }
 )
+RECURSION_LEVELS = 100
+"""The deepest a recursive WITH may go: Spark's default (``spark.sql.cteRecursionLevelLimit``).
+A query's ``MAX RECURSION LEVEL`` may lower it, never raise it: a recursion only its data
+ends ran over six input rows for minutes at apply, after a clean plan."""
 # Inner nodes that run something outside Spark: TRANSFORM/MAP/REDUCE … USING 'program'.
 _EXTERNAL_PROGRAMS = frozenset({"ScriptTransformation"})
 # Function names (last name part, lower case) that resolve to Java reflection.
@@ -311,6 +315,15 @@ class _Walker:
             raise SandboxError(
                 f"runs an external program (TRANSFORM ... USING {node.script()!r})", _line(node)
             )
+        if name == "UnionLoop" and (depth := node.maxDepth()).isDefined():
+            levels = int(depth.get())
+            if not 0 < levels <= RECURSION_LEVELS:
+                raise SandboxError(
+                    f"lets a recursive WITH go {levels} levels deep (MAX RECURSION LEVEL):"
+                    f" at most {RECURSION_LEVELS}, Spark's own limit, so that a run ends"
+                    " (the plan cannot tell how deep its data leads)",
+                    _line(node),
+                )
         children = list(scala_seq(node.children()))
         if not children and name not in _HARMLESS_LEAVES:
             raise SandboxError(_relation_reason(node, name), _line(node))
