@@ -92,7 +92,11 @@ def _push_lfs_objects(tree: Worktree, upstream: Upstream, base: str) -> None:
     attributes put any of them in LFS (``filter=lfs``): the commit holds only their
     pointers, and LFS uploads the files from its pre-push hook, which ``--no-verify``
     skips, so the remote got pointers to files no clone could fetch. Without such a
-    file, LFS is not asked (a runner may have it installed for other repositories)."""
+    file, or without LFS's filter configured (git then committed the files themselves),
+    LFS is not asked: a runner without git-lfs would fail the push for nothing."""
+    filters = tree.repo.git.config("--get-regexp", r"^filter\.lfs\.", with_exceptions=False)
+    if not filters:  # no LFS filter here: git stored the files themselves, not pointers
+        return
     tracking = f"refs/remotes/{upstream.remote}/{upstream.branch}"
     known = tree.repo.git.rev_parse("--verify", "-q", tracking, with_exceptions=False)
     since = tracking if known else base
