@@ -485,6 +485,31 @@ def test_chain_files_stored_in_git_lfs_reach_the_remote_s_lfs_store(tmp_path: Pa
     assert run(fresh, "verify", "--integrity").returncode == 0
 
 
+def test_an_lfs_rule_where_lfs_is_not_set_up_pushes_the_files_without_asking_git_lfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without LFS's filter configured git commits the files themselves, so there is
+    nothing for LFS to upload: asking it anyway failed the push on a runner without
+    git-lfs (stood in for by a ``git-lfs`` that fails, which must not be called)."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    runner = clone(origin, tmp_path / "runner")
+    top = tmp_path / "runner"
+    (top / ".gitattributes").write_text("odf/**/data/* filter=lfs diff=lfs merge=lfs -text\n")
+    runner.git.add(".gitattributes")
+    runner.index.commit("an LFS rule, on a runner where LFS is not set up")
+    tools, asked = tmp_path / "tools", tmp_path / "asked"
+    tools.mkdir()
+    (tools / "git-lfs").write_text(f'#!/bin/sh\necho "$@" >> {asked}\nexit 1\n')
+    (tools / "git-lfs").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    code, _, stderr = reconcile_and_push(top)
+    assert code == 0, stderr
+    assert not asked.exists()
+    (data,) = (top / "odf" / A / "data").iterdir()
+    pushed = git.Repo(origin).git.show(f"main:odf/{A}/data/{data.name}", stdout_as_string=False)
+    assert pushed == data.read_bytes()
+
+
 def test_a_failed_push_says_git_s_reason_not_the_tail_of_its_advice(tmp_path: Path) -> None:
     origin = remote_with(tmp_path, {A: CSV_A})
     clone(origin, tmp_path / "runner")
@@ -526,7 +551,17 @@ def test_a_committed_temporary_in_a_chain_folder_is_untracked_not_blamed_on_the_
     assert not (top / "odf" / A / "data" / "f1620bb").exists()
     assert (top / "odf" / ".pending-0a").read_bytes() == b"x"  # untracked, left on disk
     assert run(top, "verify", "--integrity").returncode == 0
-    assert runner.head.commit.message.startswith("reconcile: ")
+    message = str(runner.head.commit.message)
+    assert message.startswith("reconcile: no dataset advanced, 4 temporary files untracked\n")
+    untracked = message.split("\n\n")[1].splitlines()
+    assert untracked == [
+        "Untracked (locks and temporaries a merge had committed):",
+        "- odf/.lock",
+        "- odf/.pending-0a",
+        f"- odf/{A}/.pending-0b/inner/f",
+        f"- odf/{A}/data/.pending-0123456789abcdef",
+    ]
+    assert "4 temporary files untracked" in applied.stderr + applied.stdout
 
 
 def test_a_pull_request_adding_an_ignore_rule_that_catches_chain_files_fails_its_plan(

@@ -266,9 +266,11 @@ def _commit(
         for done in attempt.finished
     ]
     trailers = message.Trailers(run_id, attempt.plan_hash, reconciler_version())
-    sha = tree.commit(message.commit_message(runs, trailers, attempt.pushed_from))
+    untracked = tree.tracked_transients()
+    text = message.commit_message(runs, trailers, attempt.pushed_from, untracked)
+    sha = tree.commit(text, untracked)
     if sha is None:
         session.say("nothing to commit", err=as_json)
     else:
-        session.say(f"committed {sha[:12]}: {message.subject(runs)}", err=as_json)
+        session.say(f"committed {sha[:12]}: {message.subject(runs, len(untracked))}", err=as_json)
     return sha

@@ -68,12 +68,17 @@ class Trailers:
 
 
 def commit_message(
-    runs: Sequence[DatasetRun], trailers: Trailers, pushed_from: str | None = None
+    runs: Sequence[DatasetRun],
+    trailers: Trailers,
+    pushed_from: str | None = None,
+    untracked: Sequence[str] = (),
 ) -> str:
     """The whole message: subject, the datasets by outcome, then the trailers; a
     ``reconcile push`` says which file it ingested (its name only: a path on the
-    machine that pushed means nothing to the repository's readers)."""
-    paragraphs = [subject(runs)]
+    machine that pushed means nothing to the repository's readers). ``untracked`` are
+    the locks and temporaries a merge had committed, which the commit takes out of git:
+    a commit that changes files says which."""
+    paragraphs = [subject(runs, len(untracked))]
     if pushed_from is not None:
         paragraphs.append(f"Pushed from {pushed_from}.")
     advanced = [_advanced(r) for r in runs if r.advanced]
@@ -97,6 +102,15 @@ def commit_message(
     ]
     if moved:
         paragraphs.append("\n".join(["Moved into the data store:", *moved]))
+    if untracked:
+        paragraphs.append(
+            "\n".join(
+                [
+                    "Untracked (locks and temporaries a merge had committed):",
+                    *(f"- {path}" for path in untracked),
+                ]
+            )
+        )
     current = [r.outcome.dataset for r in runs if r.outcome.status is Status.UP_TO_DATE]
     if current:
         paragraphs.append("Up to date: " + ", ".join(current))
@@ -104,8 +118,9 @@ def commit_message(
     return "\n\n".join(paragraphs) + "\n"
 
 
-def subject(runs: Sequence[DatasetRun]) -> str:
-    """``reconcile: 3 datasets advanced (1,212 records)``, then any deleted, failed, skipped."""
+def subject(runs: Sequence[DatasetRun], untracked: int = 0) -> str:
+    """``reconcile: 3 datasets advanced (1,212 records)``, then any deleted, failed,
+    skipped, renamed, moved or untracked."""
     updated = [r for r in runs if r.outcome.status in WROTE]
     parts = []
     if updated:
@@ -119,6 +134,8 @@ def subject(runs: Sequence[DatasetRun]) -> str:
         parts.insert(0, "no dataset advanced")
     if moved := sum(r.outcome.moved for r in runs):
         parts.append(f"{count(moved, 'file')} moved into the data store")
+    if untracked:
+        parts.append(f"{count(untracked, 'temporary file')} untracked")
     return "reconcile: " + ", ".join(parts)
 
 

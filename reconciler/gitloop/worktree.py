@@ -178,9 +178,10 @@ class Worktree:
             changes.append(change)
         return changes
 
-    def commit(self, message: str) -> str | None:
+    def commit(self, message: str, unstage: list[str] | None = None) -> str | None:
         """Stage the ODF folder (and nothing else) and commit it; the new commit's sha, or
-        None when nothing under it changed. ``CommitError`` with git's reason if git
+        None when nothing under it changed. ``unstage``: the ``tracked_transients`` the
+        caller's message names (found here when None). ``CommitError`` with git's reason if git
         refuses (its index locked, a full disk), or when git's attributes would rewrite a
         file the run wrote (nothing is staged then).
 
@@ -189,7 +190,8 @@ class Worktree:
         and a commit without them would hold heads whose blocks no clone has."""
         ours = [c for c in self.changes(ignored_under_odf=True) if self._under_odf(c.path)]
         stage = [c.path for c in ours if not self._transient(c.path)]
-        unstage = self._tracked_transients()
+        if unstage is None:
+            unstage = self.tracked_transients()
         top = Path(self.repo.working_tree_dir or ".")
         written = [c.path for c in ours if c.worktree != "D" and not self._transient(c.path)]
         converted = converted_paths(top, written)
@@ -262,7 +264,7 @@ class Worktree:
         *folders, name = path[len(self.odf) + 1 :].split("/")
         return name == ".lock" or any(p.startswith(".pending-") for p in (*folders, name))
 
-    def _tracked_transients(self) -> list[str]:
+    def tracked_transients(self) -> list[str]:
         """The locks and temporaries under the ODF folder that the index holds, wherever
         they sit (at the folder's top, or a temporary's folder in a chain): a merge can
         carry them in, and unchanged they are in no ``git status``. Git's own glob

@@ -489,8 +489,10 @@ def _download(
                     chunk = response.read1(_CHUNK)
                 except (OSError, http.client.HTTPException) as e:
                     raise unreachable(f"download interrupted: {_network_failure(e)}") from None
-                if deadline.expired or deadline.stopped:  # a shut connection's end
-                    raise unreachable("")  # reads as the body's
+                if deadline.expired or deadline.stopped:
+                    # The watcher shut the connection, which reads as the body's end.
+                    deadline.raise_if_stopped()
+                    raise unreachable("the connection was shut at the deadline")
                 if not chunk:
                     break
                 written += len(chunk)
