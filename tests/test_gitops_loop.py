@@ -29,6 +29,7 @@ from reconciler.gitloop.message import (
     DatasetRun,
     Trailers,
     commit_message,
+    recovery_message,
     subject,
 )
 from reconciler.gitloop.worktree import CommitError, Worktree
@@ -702,13 +703,13 @@ def test_the_commit_stages_files_an_ignore_rule_catches_and_refuses_rewritten_on
     repo.git.add(".gitignore")
     repo.index.commit("rules")
     tree = Worktree.open(tmp_path, tmp_path / "odf")
-    assert tree.commit("a run") is not None
+    assert tree.commit("a run", []) is not None
     assert repo.git.ls_files("odf").splitlines() == [f"odf/{A}/blocks/{block}"]
     second = "f1620" + "cd" * 32
     (folder / second).write_bytes(b"\x00other\n")
     (tmp_path / ".gitattributes").write_text(f"{second} text eol=crlf\n")
     with pytest.raises(CommitError) as refused:
-        tree.commit("another run")
+        tree.commit("another run", [])
     assert str(refused.value) == (
         f"git would rewrite a file this run wrote: text=set on odf/{A}/blocks/{second}"
         " (.gitattributes:1);"
@@ -800,6 +801,27 @@ def test_a_commit_message_says_which_files_moved_into_the_data_store() -> None:
         f"Up to date: {B}\n"
         "\n"
         f"{TRAILER_LINES}"
+    )
+
+
+def test_a_recovery_commit_names_the_temporaries_it_untracks() -> None:
+    untracked = ["odf/.pending-0a", f"odf/{A}/.lock"]
+    heads: dict[str, str | None] = {A: "f1620aa", B: None}
+    assert recovery_message("run r1", heads, Trailers("run-1", None, "0.1.0"), untracked) == (
+        "reconcile: 2 datasets recovered from a run that did not commit\n"
+        "\n"
+        "run r1 ended without committing the chains it had advanced (killed, or its commit"
+        " failed); they verify, and are committed as they were left:\n"
+        "\n"
+        f"- {A}: head f1620aa\n"
+        f"- {B}: deleted\n"
+        "\n"
+        "Untracked (locks and temporaries a merge had committed):\n"
+        "- odf/.pending-0a\n"
+        f"- odf/{A}/.lock\n"
+        "\n"
+        "Reconcile-Run-Id: run-1\n"
+        "Reconcile-Version: 0.1.0\n"
     )
 
 

@@ -205,7 +205,8 @@ def _recover(session: Session, tree: Worktree, killed: LockHolder, as_json: bool
     names = _left_names(tree, killed, changed)
     heads = {name: _left_head(session, tree, killed, name) for name in names}
     trailers = message.Trailers(str(uuid.uuid4()), None, reconciler_version())
-    sha = tree.commit(message.recovery_message(str(killed), heads, trailers))
+    untracked = tree.tracked_transients()
+    sha = tree.commit(message.recovery_message(str(killed), heads, trailers, untracked), untracked)
     if sha is not None:
         session.say(f"committed {sha[:12]}: {message.recovery_subject(heads)}", err=as_json)
 

@@ -103,14 +103,7 @@ def commit_message(
     if moved:
         paragraphs.append("\n".join(["Moved into the data store:", *moved]))
     if untracked:
-        paragraphs.append(
-            "\n".join(
-                [
-                    "Untracked (locks and temporaries a merge had committed):",
-                    *(f"- {path}" for path in untracked),
-                ]
-            )
-        )
+        paragraphs.append(_untracked(untracked))
     current = [r.outcome.dataset for r in runs if r.outcome.status is Status.UP_TO_DATE]
     if current:
         paragraphs.append("Up to date: " + ", ".join(current))
@@ -165,9 +158,11 @@ def recovery_subject(heads: dict[str, str | None]) -> str:
     return f"reconcile: {count(len(heads), 'dataset')} recovered from a run that did not commit"
 
 
-def recovery_message(killed: str, heads: dict[str, str | None], trailers: Trailers) -> str:
+def recovery_message(
+    killed: str, heads: dict[str, str | None], trailers: Trailers, untracked: Sequence[str] = ()
+) -> str:
     """The commit of what a killed run had written: who it was, and each chain's head
-    (None: a dataset it deleted)."""
+    (None: a dataset it deleted); ``untracked`` as in ``commit_message``."""
     about = (
         f"{killed} ended without committing the chains it had advanced (killed, or its"
         " commit failed); they verify, and are committed as they were left:"
@@ -176,5 +171,13 @@ def recovery_message(killed: str, heads: dict[str, str | None], trailers: Traile
         f"- {name}: deleted" if head is None else f"- {name}: head {head}"
         for name, head in heads.items()
     ]
-    paragraphs = [recovery_subject(heads), about, "\n".join(chains), "\n".join(trailers.lines())]
+    paragraphs = [recovery_subject(heads), about, "\n".join(chains)]
+    if untracked:
+        paragraphs.append(_untracked(untracked))
+    paragraphs.append("\n".join(trailers.lines()))
     return "\n\n".join(paragraphs) + "\n"
+
+
+def _untracked(paths: Sequence[str]) -> str:
+    title = "Untracked (locks and temporaries a merge had committed):"
+    return "\n".join([title, *(f"- {path}" for path in paths)])

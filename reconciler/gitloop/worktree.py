@@ -178,10 +178,10 @@ class Worktree:
             changes.append(change)
         return changes
 
-    def commit(self, message: str, unstage: list[str] | None = None) -> str | None:
-        """Stage the ODF folder (and nothing else) and commit it; the new commit's sha, or
-        None when nothing under it changed. ``unstage``: the ``tracked_transients`` the
-        caller's message names (found here when None). ``CommitError`` with git's reason if git
+    def commit(self, message: str, unstage: list[str]) -> str | None:
+        """Stage the ODF folder (and nothing else) and commit it, taking ``unstage`` out
+        of git (``tracked_transients``, which the message names); the new commit's sha, or
+        None when nothing under it changed. ``CommitError`` with git's reason if git
         refuses (its index locked, a full disk), or when git's attributes would rewrite a
         file the run wrote (nothing is staged then).
 
@@ -190,8 +190,6 @@ class Worktree:
         and a commit without them would hold heads whose blocks no clone has."""
         ours = [c for c in self.changes(ignored_under_odf=True) if self._under_odf(c.path)]
         stage = [c.path for c in ours if not self._transient(c.path)]
-        if unstage is None:
-            unstage = self.tracked_transients()
         top = Path(self.repo.working_tree_dir or ".")
         written = [c.path for c in ours if c.worktree != "D" and not self._transient(c.path)]
         converted = converted_paths(top, written)
