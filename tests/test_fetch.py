@@ -1005,6 +1005,45 @@ def test_a_container_s_variables_configure_the_container_never_its_runtime(
     )
 
 
+def test_a_container_s_image_and_entrypoint_are_never_read_as_runtime_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image ``--env=AWS_SECRET_ACCESS_KEY`` was an option to docker, which copied the
+    runner's secret into the container the next argument named: the image is checked
+    once its templates are resolved, the options end with ``--``, and the entrypoint is
+    joined to its option."""
+    runtime = tmp_path / "bin" / "docker"
+    runtime.parent.mkdir()
+    runtime.write_text(FAKE_RUNTIME)
+    runtime.chmod(0o755)
+    log = tmp_path / "log"
+    log.mkdir()
+    monkeypatch.setenv("PATH", f"{runtime.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("LOG", str(log))
+    hostile = container_step(image="${{ env.IMAGE }}", args=["evil.example/x:1"])
+    with pytest.raises(FetchError) as e:
+        fetch_url(hostile, tmp_path, env={"IMAGE": "--env=AWS_SECRET_ACCESS_KEY"})
+    assert str(e.value) == (
+        "'***' is no container image reference: [registry[:port]/]name[:tag][@digest],"
+        " its name in lower case (written ${{ env.IMAGE }})"
+    )
+    assert list(log.iterdir()) == []  # the runtime never ran
+    step = container_step(command=["--privileged", "-c"], args=["--volume=/:/host"])
+    fetched = fetch_url(step, tmp_path / "again")
+    assert isinstance(fetched, Fetched)
+    arguments = (log / "arguments").read_text().splitlines()
+    assert arguments[:4] == ["run", "--rm", "--volume", arguments[3]]
+    assert arguments[3].endswith(":/opt/odf/out")
+    assert arguments[4] == "--env-file"
+    assert arguments[6:] == [
+        "--entrypoint=--privileged",
+        "--",
+        "busybox:latest",
+        "-c",
+        "--volume=/:/host",
+    ]
+
+
 def _docker_daemon_up() -> bool:
     if shutil.which("docker") is None:
         return False

@@ -28,6 +28,7 @@ from pyspark.sql.types import (
 
 from reconciler.ingest.readers import ReadError, spark_schema
 from reconciler.odf.manifest import load_snapshots
+from reconciler.odf.names import shown
 from reconciler.plan.ddl import DdlError, parse_columns
 from reconciler.plan.desired import DesiredDataset
 from reconciler.plan.model import Column
@@ -418,6 +419,57 @@ def test_url_schemes_the_fetcher_lacks_are_refused(tmp_path: Path, url: str, mes
 )
 def test_fetchable_and_templated_urls_pass(tmp_path: Path, url: str) -> None:
     assert found(tmp_path, polling(fetch=f"{{kind: Url, url: '{url}'}}")) == []
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "busybox",
+        "busybox:1.36",
+        "ghcr.io/acme/tool:v1.2_RC",
+        "localhost:5000/a/b-c__d.e",
+        "registry.example.org/x/y@sha256:" + "ab" * 32,
+        "ghcr.io/acme/tool:${{ env.TAG }}",
+        "${{ env.IMAGE }}",
+    ],
+)
+def test_image_references_and_templated_images_pass(tmp_path: Path, image: str) -> None:
+    assert found(tmp_path, polling(fetch=f"{{kind: Container, image: '{image}'}}")) == []
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["--env=AWS_SECRET_ACCESS_KEY", "-v", "Busybox", "busybox:", "a b", "ghcr.io//x", "x" * 600],
+)
+def test_an_image_that_is_no_reference_is_refused(tmp_path: Path, image: str) -> None:
+    """docker read ``--env=AWS_SECRET_ACCESS_KEY`` in the image's place as an option, which
+    copied the runner's secret into the container the next argument named."""
+    events = polling(fetch=f"{{kind: Container, image: '{image}'}}")
+    message = (
+        f"{shown(image)} is no container image reference: [registry[:port]/]name[:tag]"
+        "[@digest], its name in lower case"
+    )
+    assert found(tmp_path, events) == [(8, "content.metadata[0].fetch.image", message)]
+
+
+def test_container_variables_an_environment_file_cannot_hold_are_refused(
+    tmp_path: Path,
+) -> None:
+    events = polling(
+        fetch="{kind: Container, image: busybox, env: ["
+        "{name: 'A=B', value: x}, {name: 'X Y'}, {name: OK, value: \"a\\nb\"},"
+        " {name: T, value: '${{ env.T }}'}]}"
+    )
+    assert found(tmp_path, events) == [
+        (8, "content.metadata[0].fetch.env[0].name", "'A=B' is no environment variable's name"),
+        (8, "content.metadata[0].fetch.env[1].name", "'X Y' is no environment variable's name"),
+        (
+            8,
+            "content.metadata[0].fetch.env[2].value",
+            "the value of OK holds a line break or a NUL character, which a container's"
+            " environment file cannot hold",
+        ),
+    ]
 
 
 def test_event_time_sources_the_fetcher_refuses_are_refused(tmp_path: Path) -> None:

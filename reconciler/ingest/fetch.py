@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+from .. import container_refs
 from ..env_templates import TemplateError, resolve_env_tracked
 from ..manifest_regex import ManifestRegexError, compile_regex
 from ..masking import Mask
@@ -754,6 +755,9 @@ def _fetch_container(
     command = [resolve(c) for c in step.command or []]
     args = [resolve(a) for a in step.args or []]
     origin = _masked(f"container {image}", secrets)
+    if (problem := container_refs.image_problem(image)) is not None:
+        written = "" if image == step.image else f" (written {step.image})"
+        raise FetchError(_masked(problem, secrets) + written, origin=origin)
 
     variables: dict[str, str] = {}
     batch_size = DEFAULT_BATCH_SIZE
@@ -800,8 +804,8 @@ def _fetch_container(
     argv = [runtime, "run", "--rm", "--volume", f"{out_dir}:{CONTAINER_OUT_DIR}"]
     argv += ["--env-file", str(env_file)]
     if command:
-        argv += ["--entrypoint", command[0]]
-    argv += [image, *command[1:], *args]
+        argv.append(f"--entrypoint={command[0]}")  # joined: never read as an option
+    argv += ["--", image, *command[1:], *args]
 
     try:
         with os.fdopen(fd, "wb") as out, tempfile.TemporaryFile() as err:
@@ -842,9 +846,6 @@ def _fetch_container(
     return Fetched(data_path, state, None, has_more=has_more, origin=origin)
 
 
-_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def _env_file(variables: Mapping[str, str], workdir: Path, origin: str) -> Path:
     """The container's variables as an ``--env-file`` (``NAME=value`` lines, which docker
     and podman read without quoting), readable by this user alone. A name or value that
@@ -852,14 +853,9 @@ def _env_file(variables: Mapping[str, str], workdir: Path, origin: str) -> Path:
     variable and never its value."""
     lines = []
     for name, value in variables.items():
-        if not _VARIABLE_NAME.fullmatch(name):
-            raise FetchError(f"{origin}: {name!r} is no environment variable's name", origin=origin)
-        if "\n" in value or "\r" in value or "\0" in value:
-            raise FetchError(
-                f"{origin}: the value of {name} holds a line break or a NUL character, which"
-                " a container's environment file cannot hold",
-                origin=origin,
-            )
+        problem = container_refs.name_problem(name) or container_refs.value_problem(name, value)
+        if problem is not None:
+            raise FetchError(f"{origin}: {problem}", origin=origin)
         lines.append(f"{name}={value}\n")
     fd, name = tempfile.mkstemp(prefix="container-env-", dir=workdir)  # mode 0600
     with os.fdopen(fd, "w", encoding="utf-8") as out:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+from .. import container_refs
 from ..ingest.fetch import EventTimeError, chrono_to_strptime
 from ..odf import models
 from ..odf.manifest import issue_at
@@ -114,6 +115,8 @@ def _fetch_findings(fetch: models.FetchStep, at: Loc) -> Iterator[Finding]:
         if isinstance(event_time, models.EventTimeSourceFromPath):
             message = "a Url source cannot take its event time fromPath (only FilesGlob can)"
             yield (*at, "eventTime", "kind"), message
+    if isinstance(fetch, models.FetchStepContainer):
+        yield from _container_findings(fetch, at)
     if isinstance(fetch, models.FetchStepFilesGlob):
         if fetch.order not in (None, models.SourceOrdering.BY_NAME):
             yield (*at, "order"), f"FilesGlob can only be ordered ByName, not {fetch.order}"
@@ -122,6 +125,20 @@ def _fetch_findings(fetch: models.FetchStep, at: Loc) -> Iterator[Finding]:
             yield (*at, "eventTime", "kind"), message
         if isinstance(event_time, models.EventTimeSourceFromPath):
             yield from _from_path_findings(event_time, (*at, "eventTime"))
+
+
+def _container_findings(fetch: models.FetchStepContainer, at: Loc) -> Iterator[Finding]:
+    """The image and the variables as written: a template is resolved only by the fetch,
+    which checks the image again then; a line break written in a value stays after it."""
+    if "${{" not in fetch.image and (problem := container_refs.image_problem(fetch.image)):
+        yield (*at, "image"), problem
+    for i, var in enumerate(fetch.env or []):
+        if (problem := container_refs.name_problem(var.name)) is not None:
+            yield (*at, "env", i, "name"), problem
+        elif var.value is not None and (
+            problem := container_refs.value_problem(var.name, var.value)
+        ):
+            yield (*at, "env", i, "value"), problem
 
 
 def _scheme(url: str) -> str | None:
