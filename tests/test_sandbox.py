@@ -256,8 +256,13 @@ ESCAPES: dict[str, tuple[str, str]] = {
     "recursion past the limit": (
         "WITH RECURSIVE r(n) MAX RECURSION LEVEL 100000000 AS"
         " (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100000000) SELECT n FROM r",
-        "not allowed: lets a recursive WITH go 100000000 levels deep (MAX RECURSION LEVEL):"
-        " at most 100, Spark's own limit, so that a run ends",
+        "not allowed: sets MAX RECURSION LEVEL 100000000: a recursive WITH may go 1 to 100"
+        " levels deep, Spark's own limit, so that a run ends",
+    ),
+    "recursion level zero": (
+        "WITH RECURSIVE r(n) MAX RECURSION LEVEL 0 AS"
+        " (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r",
+        "not allowed: sets MAX RECURSION LEVEL 0: a recursive WITH may go 1 to 100",
     ),
     # a function the session has but the manifest does not define
     "session UDF": (

@@ -319,8 +319,8 @@ class _Walker:
             levels = int(depth.get())
             if not 0 < levels <= RECURSION_LEVELS:
                 raise SandboxError(
-                    f"lets a recursive WITH go {levels} levels deep (MAX RECURSION LEVEL):"
-                    f" at most {RECURSION_LEVELS}, Spark's own limit, so that a run ends"
+                    f"sets MAX RECURSION LEVEL {levels}: a recursive WITH may go 1 to"
+                    f" {RECURSION_LEVELS} levels deep, Spark's own limit, so that a run ends"
                     " (the plan cannot tell how deep its data leads)",
                     _line(node),
                 )
