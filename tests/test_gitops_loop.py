@@ -486,6 +486,50 @@ def test_chain_files_stored_in_git_lfs_reach_the_remote_s_lfs_store(tmp_path: Pa
     assert run(fresh, "verify", "--integrity").returncode == 0
 
 
+def test_a_pull_request_putting_chains_in_lfs_changes_no_chain_file(tmp_path: Path) -> None:
+    """Where LFS is set up, git read every chain file the new rule covers as modified (its
+    clean filter would now give a pointer), and the plan told the reviewer the pull
+    request "changes 2 blocks, changes 1 data file and changes refs/head"; their bytes
+    are the base's. Merged, the next run stores its new files in LFS, and a fresh clone
+    of the remote verifies."""
+    runner = applied_branch(tmp_path, "lfs")
+    top = tmp_path / "runner"
+    lfs = ["git", "lfs", "install", "--local"]
+    subprocess.run(lfs, cwd=top, check=True, capture_output=True)
+    (top / ".gitattributes").write_text("odf/** filter=lfs diff=lfs merge=lfs -text\n")
+    (top / ".gitignore").write_text("odf/.lock\n")  # as init writes it
+    runner.git.add(".gitattributes", ".gitignore")
+    runner.index.commit("chains in Git LFS")
+    planned = run(top, "plan", "--base", "origin/main", "--format", "json")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    document = json.loads(planned.stdout)
+    assert document["problems"] == [] and document["verdicts"] == []
+    (top / "sources" / "s0" / "part-2.csv").write_text("a,b\n4,w\n")
+    runner.git.add("sources")
+    runner.index.commit("new rows")
+    runner.git.push("origin", "lfs:main")  # merged
+    runner.git.switch("-q", "main")
+    runner.git.pull("-q", "--ff-only", "origin", "main")
+    code, _, stderr = reconcile_and_push(top)
+    assert code == 0, stderr
+    origin = tmp_path / "origin.git"
+    added = git.Repo(origin).git.diff("--name-only", "main~1", "main", "--", f"odf/{A}/data")
+    (data,) = added.splitlines()
+    pointer = git.Repo(origin).git.show(f"main:{data}")
+    oid = hashlib.sha256((top / data).read_bytes()).hexdigest()
+    assert pointer.splitlines()[1] == f"oid sha256:{oid}"
+    assert (origin / "lfs" / "objects" / oid[:2] / oid[2:4] / oid).is_file()
+    fresh = tmp_path / "fresh"
+    git.Repo.clone_from(str(origin), fresh, env={"GIT_LFS_SKIP_SMUDGE": "1"})
+    subprocess.run(lfs, cwd=fresh, check=True, capture_output=True)
+    subprocess.run(["git", "lfs", "pull"], cwd=fresh, check=True, capture_output=True)
+    verified = run(fresh, "verify", "--integrity")
+    assert (verified.returncode, verified.stdout.splitlines()[0]) == (
+        0,
+        f"{A}: valid (7 block(s))",
+    )
+
+
 def test_an_lfs_rule_where_lfs_is_not_set_up_pushes_the_files_without_asking_git_lfs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -197,7 +197,9 @@ def changed_files(
     tops = sorted({spec.split("/", 1)[0] for spec in specs}) if narrowed else specs
     diff = repo.git.diff(since.hexsha, *_EVERY_PATH, "--name-status", "-z", "--", *tops)
     fields = diff.split("\0")
-    changes = [(_STATUSES[fields[i][:1]], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+    letters = [(fields[i][:1], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+    same = _same_bytes(repo, top, since.hexsha, [path for letter, path in letters if letter == "M"])
+    changes = [(_STATUSES[letter], path) for letter, path in letters if path not in same]
     untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *tops)
     changes += [("added", path) for path in untracked.split("\0") if path]
     return sorted(
@@ -205,6 +207,40 @@ def changed_files(
         for status, path in changes
         if not narrowed or not asked.isdisjoint(map(str, PurePosixPath(path).parents))
     )
+
+
+_LISTED_AT_ONCE = 1000  # paths per ``git ls-tree``: a command line has its limits
+
+
+def _same_bytes(repo: git.Repo, top: Path, since: str, modified: list[str]) -> set[str]:
+    """The ``modified`` files whose bytes on disk are still their blob's at ``since``.
+
+    git compares a file on disk through the clean filter its attributes name now: a
+    pull request adding only ``odf/** filter=lfs`` made every chain file read as
+    modified (it would now be stored as a pointer) wherever LFS is set up, and the plan
+    told the reviewer it "changes 6 blocks". A regular file whose raw bytes hash to the
+    blob is not changed; the attributes are judged on their own (``ignore_rules``)."""
+    regular = [
+        p for p in modified if "\n" not in p and not (top / p).is_symlink() and (top / p).is_file()
+    ]
+    wanted, blobs = set(regular), {}
+    for start in range(0, len(regular), _LISTED_AT_ONCE):
+        chunk = regular[start : start + _LISTED_AT_ONCE]
+        for entry in repo.git.ls_tree("-z", since, "--", *chunk).split("\0"):
+            meta, _, path = entry.partition("\t")
+            fields = meta.split()  # mode, kind, sha
+            if path in wanted and fields[:2] in (["100644", "blob"], ["100755", "blob"]):
+                blobs[path] = fields[2]
+    if not blobs:
+        return set()
+    hashed = subprocess.run(
+        ["git", "-C", str(top), "hash-object", "--no-filters", "--stdin-paths"],
+        input="".join(f"{path}\n" for path in blobs),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return {path for path, sha in zip(blobs, hashed, strict=True) if sha == blobs[path]}
 
 
 def gitlinks(repo_root: Path, folder: str) -> list[str]:
