@@ -41,7 +41,8 @@ _IGNORED = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 
 
 class OutsideError(ValueError):
-    """A source path that is not confined; the message says why and never shows content."""
+    """A source path that is not confined, or that names a file no chain can record; the
+    message says why and never shows content."""
 
 
 class FileUrlError(ValueError):
@@ -115,17 +116,27 @@ def glob_matches(written: str, roots: SourceRoots, base_dir: Path) -> list[Path]
     """Every path the ``FilesGlob`` path ``written`` matches now, in order; each confined.
 
     The pattern is judged before it is expanded, so that one matching nothing yet is
-    refused too; then every match, since any of them can be a symlink leading out.
+    refused too; then every match, since any of them can be a symlink leading out. A
+    match whose path is not UTF-8 is refused too: the chain records the file's name as
+    its source state, and ODF's strings are UTF-8 (such a name stopped the plan and the
+    run of every dataset with an encoding error).
     """
     pattern = _confined_pattern(written, roots, base_dir)
     matches = sorted(_expand(pattern))
     for match in matches:
+        relative = os.path.relpath(match, base_dir)
+        shown = match if relative.startswith("..") else relative
         try:
             roots.confine(match)
         except OutsideError as e:
-            relative = os.path.relpath(match, base_dir)
-            shown = match if relative.startswith("..") else relative
             raise OutsideError(f"matches {shown}, which {e}") from None
+        raw = os.fsencode(match)
+        if raw.decode("utf-8", "surrogateescape") != raw.decode("utf-8", "replace"):
+            escaped = os.fsencode(shown).decode("utf-8", "backslashreplace")
+            raise OutsideError(
+                f"matches {escaped}, whose name is not UTF-8 text, which a chain cannot"
+                " record; rename it"
+            )
     return matches
 
 

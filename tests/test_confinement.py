@@ -431,6 +431,33 @@ def test_fetch_refuses_every_match_that_leads_outside_not_only_the_next(tmp_path
     )
 
 
+def test_a_file_name_that_is_not_utf8_is_a_plan_error_and_refused_by_the_fetch(
+    tmp_path: Path,
+) -> None:
+    """The chain records a file's name as text, and ODF's strings are UTF-8: such a name
+    stopped every dataset's plan and run with "UnicodeEncodeError: … surrogates not
+    allowed", naming no file."""
+    root, _ = make_repo(tmp_path)
+    git.Repo.init(root)
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "sources/*.csv"}')
+    )
+    (root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (root / "sources" / os.fsdecode(b"b\xff.csv")).write_text("a,b\n2,y\n")
+    message = (
+        "FilesGlob path 'sources/*.csv' matches sources/b\\xff.csv, whose name is not UTF-8"
+        " text, which a chain cannot record; rename it"
+    )
+    where = root / "datasets" / "a.yaml"
+    assert problems(root) == [f"{where}:8:38: content.metadata[0].fetch.path: {message}"]
+    code, output = cli(root, "plan")
+    assert code == 1
+    assert f"org.example.a: content.metadata[0].fetch.path: {message}" in output
+    with pytest.raises(SourceOutsideError) as e:
+        fetch_in(root, glob_step("sources/*.csv"))
+    assert str(e.value) == f"{message}; it is not read"
+
+
 def test_fetch_refuses_a_file_url_whose_template_resolves_outside_naming_it_as_written(
     tmp_path: Path,
 ) -> None:

@@ -109,7 +109,7 @@ def _push_lfs_objects(tree: Worktree, upstream: Upstream, base: str) -> None:
     top = tree.repo.working_tree_dir or "."
     attributes = subprocess.run(
         ["git", "-C", top, "check-attr", "-z", "--stdin", "filter"],
-        input="\0".join(paths).encode("utf-8"),
+        input="\0".join(paths).encode("utf-8", "surrogateescape"),
         capture_output=True,
         check=False,
     )
