@@ -588,6 +588,30 @@ def test_a_header_value_with_a_line_break_is_refused_unsent_and_unquoted(
     assert server.requests == []
 
 
+@pytest.mark.parametrize("name", ["Host", "x-forwarded-host", "Forwarded", "X-Original-URL"])
+def test_a_header_that_routes_the_request_elsewhere_is_refused_unsent(
+    server: Server, tmp_path: Path, name: str
+) -> None:
+    """``Host: evil.example`` beside a templated key: a shared front end (a CDN, an
+    ingress, virtual hosts) handed the key to another site than the URL's, which the
+    reviewer and the env-templates prefix had judged."""
+    step = url_step(
+        server.url("/secure"),
+        headers=[
+            {"name": name, "value": "evil.example"},
+            {"name": "X-Key", "value": "${{ env.TOKEN }}"},
+        ],
+    )
+    with pytest.raises(FetchError) as e:
+        fetch_url(step, tmp_path, env={"TOKEN": "k3y"})
+    assert str(e.value) == (
+        f"http://127.0.0.1:{server.port}/secure: header {name!r} may send the request"
+        " elsewhere than its URL (another host or path), past the review of the URL and the"
+        " env-templates prefixes: write the address in the URL"
+    )
+    assert server.requests == []
+
+
 def test_mask_covers_the_spellings_messages_carry() -> None:
     mask = Mask(["s3cr3t/val+ue=x", "NL42\n", "caf\u00e9-key"])
     assert mask("a %2Fs3cr3t%2Fval%2Bue%3Dx b") == "a %2F*** b"

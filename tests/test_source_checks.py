@@ -421,6 +421,25 @@ def test_fetchable_and_templated_urls_pass(tmp_path: Path, url: str) -> None:
     assert found(tmp_path, polling(fetch=f"{{kind: Url, url: '{url}'}}")) == []
 
 
+def test_headers_that_are_no_names_or_route_the_request_elsewhere_are_refused(
+    tmp_path: Path,
+) -> None:
+    headers = (
+        "[{name: Host, value: evil.example}, {name: 'X Key', value: a},"
+        " {name: X-Forwarded-Host, value: b}, {name: Authorization, value: c}]"
+    )
+    events = polling(fetch=f"{{kind: Url, url: 'https://x/a.csv', headers: {headers}}}")
+    routes = (
+        " may send the request elsewhere than its URL (another host or path), past the review"
+        " of the URL and the env-templates prefixes: write the address in the URL"
+    )
+    assert found(tmp_path, events) == [
+        (8, "content.metadata[0].fetch.headers[0].name", f"header 'Host'{routes}"),
+        (8, "content.metadata[0].fetch.headers[1].name", "'X Key' is no HTTP header name"),
+        (8, "content.metadata[0].fetch.headers[2].name", f"header 'X-Forwarded-Host'{routes}"),
+    ]
+
+
 @pytest.mark.parametrize(
     "image",
     [

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from .. import container_refs
-from ..ingest.fetch import EventTimeError, chrono_to_strptime
+from ..ingest.fetch import EventTimeError, chrono_to_strptime, header_problem
 from ..odf import models
 from ..odf.manifest import issue_at
 from ..odf.names import shown
@@ -115,6 +115,9 @@ def _fetch_findings(fetch: models.FetchStep, at: Loc) -> Iterator[Finding]:
         if isinstance(event_time, models.EventTimeSourceFromPath):
             message = "a Url source cannot take its event time fromPath (only FilesGlob can)"
             yield (*at, "eventTime", "kind"), message
+        for i, header in enumerate(fetch.headers or []):
+            if (problem := header_problem(header.name)) is not None:
+                yield (*at, "headers", i, "name"), problem
     if isinstance(fetch, models.FetchStepContainer):
         yield from _container_findings(fetch, at)
     if isinstance(fetch, models.FetchStepFilesGlob):
