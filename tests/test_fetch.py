@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -1056,16 +1057,68 @@ def test_a_container_s_image_and_entrypoint_are_never_read_as_runtime_options(
     fetched = fetch_url(step, tmp_path / "again")
     assert isinstance(fetched, Fetched)
     arguments = (log / "arguments").read_text().splitlines()
-    assert arguments[:4] == ["run", "--rm", "--volume", arguments[3]]
-    assert arguments[3].endswith(":/opt/odf/out")
-    assert arguments[4] == "--env-file"
-    assert arguments[6:] == [
+    assert arguments[:3] == ["run", "--rm", "--name"]
+    assert re.fullmatch("odf-fetch-[0-9a-f]{32}", arguments[3])
+    assert arguments[4] == "--volume" and arguments[5].endswith(":/opt/odf/out")
+    assert arguments[6] == "--env-file"
+    assert arguments[8:] == [
         "--entrypoint=--privileged",
         "--",
         "busybox:latest",
         "-c",
         "--volume=/:/host",
     ]
+
+
+# A runtime whose container runs until it is killed by name (``docker kill NAME``), or
+# writes without end with WRITE set; records each kill.
+ENDLESS_RUNTIME = """#!/bin/sh
+if [ "$1" = kill ]; then echo "$2" >> "$LOG/killed"; kill "$(cat "$LOG/$2")"; exit 0; fi
+echo $$ > "$LOG/$4"
+if [ -n "$WRITE" ]; then exec yes 0123456789; fi
+exec sleep 600
+"""
+
+
+@pytest.mark.parametrize("limit", ["seconds", "size", "stop"])
+def test_a_container_is_killed_at_its_limits_and_at_the_first_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: str
+) -> None:
+    """It held the run until the job's timeout (every dataset after it skipped), could
+    write until the disk was full, and a SIGTERM left it running: the container itself
+    is killed by name, its client then ends."""
+    runtime = tmp_path / "bin" / "docker"
+    runtime.parent.mkdir()
+    runtime.write_text(ENDLESS_RUNTIME)
+    runtime.chmod(0o755)
+    log = tmp_path / "log"
+    log.mkdir()
+    monkeypatch.setenv("PATH", f"{runtime.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("LOG", str(log))
+    if limit == "size":
+        monkeypatch.setenv("WRITE", "1")
+    began = time.monotonic()
+    limits = {
+        "seconds": DownloadLimits(seconds=1),
+        "size": DownloadLimits(size=100_000),
+        "stop": DownloadLimits(stop=lambda: time.monotonic() > began + 1),
+    }[limit]
+    with pytest.raises((ContainerRuntimeError, KeyboardInterrupt)) as e:
+        fetch_url(container_step(), tmp_path, limits=limits)
+    assert time.monotonic() - began < 8
+    (name,) = (log / "killed").read_text().split()
+    assert name.startswith("odf-fetch-")
+    assert work_files(tmp_path) == []
+    if limit == "stop":
+        assert e.type is KeyboardInterrupt
+        return
+    reason = {
+        "seconds": "ran longer than 1 s, the longest a fetch may take (max_download_seconds",
+        "size": "wrote more than 100000 bytes, the most a fetch may bring (max_download_size",
+    }[limit]
+    assert str(e.value) == (
+        f"container busybox:latest {reason} in [tool.reconciler]); it was stopped"
+    )
 
 
 def _docker_daemon_up() -> bool:

@@ -31,6 +31,7 @@ The function is synchronous and returns values; nothing here prints, and nothing
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import email.utils
 import http.client
@@ -39,8 +40,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,9 +190,10 @@ class ContainerRuntimeError(FetchError):
 
 @dataclass(frozen=True)
 class DownloadLimits:
-    """What one download of a ``Url`` source may take: a server of a pull request's
-    choosing could send without end (a full disk) or a byte now and then (each read in
-    time, the run held for ever). ``max_download_size`` and ``max_download_seconds``."""
+    """What one download of a ``Url`` source, or one run of a ``Container`` fetch, may
+    take: a server or an image of a pull request's choosing could send without end (a
+    full disk) or a byte now and then (each read in time, the run held for ever).
+    ``max_download_size`` and ``max_download_seconds``."""
 
     size: int = 10 * 2**30
     seconds: int = 3600
@@ -229,7 +233,7 @@ def fetch(
     if isinstance(step, models.FetchStepFilesGlob):
         return _fetch_files_glob(step, prev, system_time, base_dir, roots)
     if isinstance(step, models.FetchStepContainer):
-        return _fetch_container(step, prev, workdir, env)
+        return _fetch_container(step, prev, workdir, env, limits)
     raise FetchError(f"fetch step {step.kind} is not supported (Url, FilesGlob and Container are)")
 
 
@@ -751,6 +755,7 @@ def _fetch_container(
     prev: _Prev,
     workdir: Path,
     env: Mapping[str, str],
+    limits: DownloadLimits,
 ) -> Fetched | UpToDate:
     """Run the fetch image; its stdout is the data, files in ``/opt/odf/out`` the state.
 
@@ -834,7 +839,8 @@ def _fetch_container(
     fd, name = tempfile.mkstemp(prefix="fetch-", suffix=".data", dir=workdir)
     data_path = Path(name)
 
-    argv = [runtime, "run", "--rm", "--volume", f"{out_dir}:{CONTAINER_OUT_DIR}"]
+    name = f"odf-fetch-{uuid.uuid4().hex}"  # to stop the container, not only its client
+    argv = [runtime, "run", "--rm", "--name", name, "--volume", f"{out_dir}:{CONTAINER_OUT_DIR}"]
     argv += ["--env-file", str(env_file)]
     if command:
         argv.append(f"--entrypoint={command[0]}")  # joined: never read as an option
@@ -843,13 +849,12 @@ def _fetch_container(
     try:
         with os.fdopen(fd, "wb") as out, tempfile.TemporaryFile() as err:
             try:
-                status = subprocess.run(
-                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, check=False
-                ).returncode
+                process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
             except OSError as e:
                 raise ContainerRuntimeError(
                     f"{origin}: cannot start {runtime}: {e.strerror}", origin=origin
                 ) from None
+            status = _bounded(process, [runtime, "kill", name], out.fileno(), limits, origin)
             if status != 0:
                 err.seek(0)
                 tail = _masked(_tail(err.read()), secrets)
@@ -877,6 +882,55 @@ def _fetch_container(
         shutil.rmtree(out_dir, ignore_errors=True)
         env_file.unlink(missing_ok=True)
     return Fetched(data_path, state, None, has_more=has_more, origin=origin)
+
+
+_GRACE_SECONDS = 10.0  # for the runtime's client to end once its container was killed
+_POLL_SECONDS = 0.2  # how soon a stop or a limit is noticed
+
+
+def _bounded(
+    process: subprocess.Popen[bytes],
+    kill: list[str],
+    output: int,
+    limits: DownloadLimits,
+    origin: str,
+) -> int:
+    """The container's exit status, within ``limits``: a container that ran without end
+    held the run until the job's own timeout (every dataset after it skipped), wrote
+    without end until the disk was full, and ignored the first Ctrl-C or SIGTERM. Past
+    either limit, or at that signal, the container itself is killed (``kill``: its
+    client's death would leave it running), then its client; a stop raises
+    ``KeyboardInterrupt``, as a cut download does."""
+    end = time.monotonic() + limits.seconds
+    while True:
+        try:
+            return process.wait(timeout=_POLL_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        stopped, expired = limits.stop(), time.monotonic() >= end
+        too_large = os.fstat(output).st_size > limits.size
+        if stopped or expired or too_large:
+            break
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(kill, capture_output=True, timeout=_GRACE_SECONDS, check=False)
+    try:
+        process.wait(timeout=_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if stopped:
+        raise KeyboardInterrupt
+    if expired:
+        reason = (
+            f"ran longer than {limits.seconds} s, the longest a fetch may take"
+            " (max_download_seconds in [tool.reconciler]); it was stopped"
+        )
+    else:
+        reason = (
+            f"wrote more than {limits.size} bytes, the most a fetch may bring"
+            " (max_download_size in [tool.reconciler]); it was stopped"
+        )
+    raise ContainerRuntimeError(f"{origin} {reason}", origin=origin)
 
 
 def _env_file(variables: Mapping[str, str], workdir: Path, origin: str) -> Path:
