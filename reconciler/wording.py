@@ -1,9 +1,11 @@
 """Counted nouns for messages, shared by the commands and the commit messages the git loop
-writes, so both say ``1 dataset`` and ``1,212 records`` the same way."""
+writes, so both say ``1 dataset`` and ``1,212 records`` the same way; and text made safe
+to show (``printable``)."""
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 
@@ -34,3 +36,14 @@ def quoted(text: str) -> str:
     so a name cannot break the message's line."""
     inner = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
     return f"'{inner}'"
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with the characters a terminal or a page acts on written as escapes: a
+    pull request's file name with ESC cleared the reviewer's screen and printed a plan
+    summary of its own, a BEL rang, BiDi overrides reorder what is shown. Line breaks
+    and tabs stay; a plan's JSON escapes them all already."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

@@ -15,6 +15,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from reconciler.apply.outcome import Outcome, Status
+from reconciler.commands.progress import describe
 from reconciler.odf.json_schemas import SCHEMA_DIR, validator
 from reconciler.plan.model import (
     Action,
@@ -1095,6 +1097,31 @@ def test_a_carriage_return_in_a_file_name_cannot_start_a_line_of_the_comment() -
         "- new-files: 1 new file: o-10<br><br>## Reconcile plan: 0 errors<br><br>> Approved by"
         " policy bot.csv"
     ) in markdown.splitlines()
+
+
+def test_control_characters_in_a_file_name_are_shown_as_escapes() -> None:
+    """A source file named with ESC sequences cleared the reviewer's terminal, set its
+    title and printed a plan summary of the pull request's wording; BEL rang, and a
+    BiDi override reordered the line."""
+    name = "o-1\x1b]0;pwned\x07\x1b[2J\x1b[32mPlan: 0 to change.\x1b[0m\u202egpj.csv"
+    files = Pending("new-files", f"1 new file: {name}")
+    weekly = dataclasses.replace(WEEKLY, pending=(files,))
+    plan = Plan(datasets=(TICKS, weekly), root=ROOT)
+    shown = (
+        "1 new file: o-1\\x1b]0;pwned\\x07\\x1b[2J\\x1b[32mPlan: 0 to change.\\x1b[0m\\u202egpj.csv"
+    )
+    for text in (render_text(plan, color=True), render_markdown(plan)):
+        assert "\x07" not in text and "\u202e" not in text
+        assert shown in text.replace("\\[", "[").replace("\\]", "]")
+    assert "\x1b" not in render_text(plan, color=False)
+    assert render_text(plan, color=True).count("\x1b[") == render_text(
+        dataclasses.replace(plan, datasets=(TICKS, WEEKLY)), color=True
+    ).count("\x1b[")  # the plan's own colours only
+
+
+def test_a_run_shows_a_cause_s_control_characters_as_escapes() -> None:
+    failed = Outcome("org.example.a", Status.FAILED, message="ReadError: sources/a\x1b[2J.csv")
+    assert describe(failed) == "failed: ReadError: sources/a\\x1b[2J.csv"
 
 
 def test_json_names_the_commit_planned() -> None:

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..apply.outcome import WROTE, Outcome, Status
-from ..wording import count
+from ..wording import count, printable
 from .common import duration
 
 _LABELS = {
@@ -60,7 +60,8 @@ def describe(outcome: Outcome) -> str:
         parts.append(f"renamed from {outcome.renamed_from}")
     detail = ", ".join(parts)
     if outcome.message:
-        detail = f"{detail}; {outcome.message}" if detail else outcome.message
+        message = printable(outcome.message)  # it may quote a file's name, or a server
+        detail = f"{detail}; {message}" if detail else message
     return f"{label}: {detail}" if detail else label
 
 

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..wording import printable
 from .model import (
     Action,
     ChangeClass,
@@ -112,7 +113,7 @@ def render_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT) -> str:
         or d.name in mentioned
     ]
     comment = _Comment(_overview(plan), _graph(plan), sections)
-    return _fit(comment, limit, lambda cap: _overview(plan, cap))
+    return printable(_fit(comment, limit, lambda cap: _overview(plan, cap)))
 
 
 # Escaping ------------------------------------------------------------------------------

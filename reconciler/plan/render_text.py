@@ -8,6 +8,7 @@ and the layout never depends on colour.
 
 from __future__ import annotations
 
+from ..wording import printable
 from .model import Action, DatasetPlan, EventChange, Plan, QueryCheck, SchemaChange, Severity
 from .render_common import (
     SYMBOLS,
@@ -74,7 +75,7 @@ def render_text(plan: Plan, color: bool, quiet: bool = False) -> str:
 
 
 def _paint(line: Line, color: bool) -> str:
-    style, text = line
+    style, text = line[0], printable(line[1])
     return f"{style}{text}{_RESET}" if color and style and text else text
 
 
