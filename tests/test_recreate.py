@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from gitops_repo import (
+    TEST_SETTINGS,
     GitOpsRepo,
     derivative_events,
     events,
@@ -23,11 +25,15 @@ from gitops_repo import (
 )
 from pyspark.sql import SparkSession
 
-from reconciler.apply.outcome import Status
+from reconciler.apply.outcome import Outcome, Status
+from reconciler.apply.run import apply_plan
+from reconciler.engine.session import get_spark
+from reconciler.ingest.pull import IngestContext
 from reconciler.inspection.verify import verify_dataset
 from reconciler.odf import Timestamp, models
 from reconciler.odf.json_schemas import validator
-from reconciler.plan.model import Action, Severity
+from reconciler.odf.repository import OdfRepository
+from reconciler.plan.model import Action, ChangeClass, Severity
 from reconciler.plan.render_json import plan_to_dict
 from reconciler.plan.render_text import render_text
 from reconciler.planning.compose import PlanRequest, make_plan
@@ -374,6 +380,55 @@ def test_without_the_override_a_breaking_change_stays_a_policy_error(
         ("breaking-change-override", Severity.ERROR, A)
     ]
     assert plan.exit_code(detailed=False) == 1
+
+
+class _StoppedError(Exception):
+    """Raised by a run's report once its first dataset is done: a run that stopped there."""
+
+
+def test_readers_left_behind_by_a_stopped_recreate_are_recreated_without_a_new_override(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """A run stopped after recreating a but before its readers: b's chain reads a's old
+    id, which no chain has. The next plan judged b's input "replaced", a breaking change
+    its unchanged manifest had no override for, and every later run stopped on it."""
+    repo = make_repo(
+        tmp_path,
+        "SELECT event_time, a FROM `org.example.a`",
+        "SELECT event_time, a FROM `org.example.b`",
+    )
+    (tmp_path / "policies").mkdir()
+    shutil.copy(Path(__file__).parents[1] / "policies" / "evolution.yaml", tmp_path / "policies")
+    write_root(repo, "[a STRING, b STRING]", override=True)
+    plan = make_plan(repo.config, PlanRequest())
+    assert [d.action for d in plan.datasets] == [Action.RECREATE] * 3 and not plan.has_errors
+    context = IngestContext(
+        spark=lambda: get_spark(TEST_SETTINGS), base_dir=tmp_path, env={}, system_time=LATER
+    )
+
+    def report(outcome: Outcome) -> None:
+        if outcome.dataset == A:
+            raise _StoppedError
+
+    with pytest.raises(_StoppedError):
+        apply_plan(OdfRepository(repo.config.odf_dir), plan, LATER, context, report)
+    again = make_plan(repo.config, PlanRequest())
+    assert [(d.name, d.action) for d in again.datasets] == [
+        (A, Action.UNCHANGED),
+        (B, Action.RECREATE),
+        (C, Action.RECREATE),
+    ]
+    b = again.datasets[1]
+    assert b.recreate is not None and b.recreate.reason.startswith("its chain reads did:odf:")
+    assert b.change_class is not ChangeClass.BREAKING
+    assert (again.verdicts, again.problems) == ((), ())
+    outcomes = reconcile(tmp_path, LATER)
+    assert [(o.dataset, o.status, o.rows) for o in outcomes] == [
+        (A, Status.UP_TO_DATE, 0),
+        (B, Status.RECREATED, 3),
+        (C, Status.RECREATED, 3),
+    ]
+    assert [r[3] for r in all_rows(repo, C)] == ["1", "2", "3"]
 
 
 def test_a_crash_between_the_two_renames_of_a_replacement_leaves_the_old_chain(

@@ -117,7 +117,7 @@ def update_events(
     for key, new in desired.events.items():
         old = actual.events.get(key)
         if old is None or _comparable(old, chain_names) != _comparable(new, chain_names):
-            changes.append(_classified(old, new, inputs_resolve=inputs_resolve))
+            changes.append(_classified(old, new, inputs_resolve=inputs_resolve, chains=chain_names))
     return removals + changes
 
 
@@ -142,8 +142,10 @@ def _disable(old: SourceEvent, event: models.OdfModel) -> EventChange:
     )
 
 
-def _classified(old: Any, new: Any, *, inputs_resolve: bool = True) -> EventChange:
-    change_class, reasons, schema = classify(old, new, inputs_resolve=inputs_resolve)
+def _classified(
+    old: Any, new: Any, *, inputs_resolve: bool = True, chains: Mapping[str, str] | None = None
+) -> EventChange:
+    change_class, reasons, schema = classify(old, new, inputs_resolve=inputs_resolve, chains=chains)
     return EventChange(
         kind=new.kind,
         key=facet_key(new),
@@ -156,9 +158,10 @@ def _classified(old: Any, new: Any, *, inputs_resolve: bool = True) -> EventChan
 
 
 def classify(
-    old: Any, new: Any, *, inputs_resolve: bool = True
+    old: Any, new: Any, *, inputs_resolve: bool = True, chains: Mapping[str, str] | None = None
 ) -> tuple[ChangeClass, list[str], SchemaChange | None]:
-    """The class of replacing ``old`` (None: nothing before) by ``new``, and why."""
+    """The class of replacing ``old`` (None: nothing before) by ``new``, and why.
+    ``chains``: the ids of the chains there are (to their names), when known."""
     if isinstance(new, models.SetInfo | models.SetLicense | models.SetAttachments):
         return ChangeClass.METADATA_ONLY, [f"{new.kind} changes descriptive metadata only"], None
     if isinstance(new, models.SetVocab):
@@ -166,7 +169,7 @@ def classify(
             return ChangeClass.COMPATIBLE, ["sets the names of the system columns"], None
         return ChangeClass.BREAKING, ["renames system columns that readers depend on"], None
     if isinstance(new, models.SetTransform):
-        return _classify_transform(old, new, inputs_resolve)
+        return _classify_transform(old, new, inputs_resolve, chains)
     if isinstance(new, models.SetPollingSource | models.AddPushSource):
         return _classify_source(old, new)
     if isinstance(new, models.SetDataSchema):
@@ -175,7 +178,10 @@ def classify(
 
 
 def _classify_transform(
-    old: models.SetTransform | None, new: models.SetTransform, inputs_resolve: bool
+    old: models.SetTransform | None,
+    new: models.SetTransform,
+    inputs_resolve: bool,
+    chains: Mapping[str, str] | None,
 ) -> tuple[ChangeClass, list[str], SchemaChange | None]:
     note = per_run_note(_queries(new))
     if old is None:
@@ -186,8 +192,18 @@ def _classify_transform(
     # this dataset's history already, and an input new to the query is read from its
     # first slice, so whatever the two share would be there twice. Only a recreate gives
     # the output that the new inputs alone define.
+    # An input under the same alias whose old id no chain has any more was recreated (by
+    # an earlier run that stopped before this reader): the same input, whose reader is
+    # recreated for it (``recreate``), as it would have been in that run, with no new
+    # approval. Judged breaking, it stopped every later plan on a missing override.
     kept = {i.dataset_ref for i in new.inputs}
-    gone = [i.alias or i.dataset_ref for i in old.inputs if i.dataset_ref not in kept]
+    aliases = {i.alias or i.dataset_ref for i in new.inputs}
+    gone = [
+        i.alias or i.dataset_ref
+        for i in old.inputs
+        if i.dataset_ref not in kept
+        and not (_recreated(i.dataset_ref, chains) and (i.alias or i.dataset_ref) in aliases)
+    ]
     if gone and inputs_resolve:
         reasons.append(
             f"stops reading {', '.join(gone)}, whose data this dataset holds already: only"
@@ -294,6 +310,11 @@ def schema_change(
         retyped=retyped,
         nullability=nullability,
     )
+
+
+def _recreated(ref: str, chains: Mapping[str, str] | None) -> bool:
+    """Whether ``ref`` is a chain's id that no chain has any more."""
+    return chains is not None and ref.startswith("did:") and ref not in chains
 
 
 def classify_schema(change: SchemaChange) -> tuple[ChangeClass, list[str]]:
