@@ -971,14 +971,23 @@ def test_markdown_of_300_large_diffs_fits_a_github_comment_and_names_every_datas
     kept = [line for line in lines if line.startswith("<details><summary>")]
     assert kept == [
         f"<details><summary><code>org.example.generated.d{i:03}</code> (Derivative): update, needs-validation, changed in this PR</summary>"
-        for i in range(215, 300)
+        for i in range(199, 300)
     ]
-    assert markdown.count("_diff omitted: 166 lines; run `reconcile --plan` locally_") == 85
-    omitted = ", ".join(f"`org.example.generated.d{i:03}`" for i in range(215))
-    assert (
-        lines[-1]
-        == f"_Details omitted to fit the comment; run `reconcile --plan` locally: {omitted}._"
+    assert markdown.count("_diff omitted: 166 lines; run `reconcile --plan` locally_") == 101
+    omitted = ", ".join(f"`org.example.generated.d{i:03}`" for i in range(50))
+    assert lines[-1] == (
+        f"_Details omitted to fit the comment; run `reconcile --plan` locally: {omitted}"
+        " and 149 more datasets._"
     )
+
+
+def test_markdown_of_5000_changed_datasets_fits_a_github_comment() -> None:
+    """Every omitted section was named at the end: 5,000 names alone made 129,649
+    characters, which GitHub refuses to post."""
+    plan = Plan(datasets=tuple(generated_update(i) for i in range(5000)))
+    markdown = render_markdown(plan)
+    assert len(markdown) <= 65536
+    assert markdown.splitlines()[-1].endswith(" and 4950 more datasets._")
 
 
 WHOLE_PLAN = "left out to fit the comment: the whole plan is the run's `plan` artifact (`reconcile show plan.json`)"
