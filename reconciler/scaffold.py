@@ -11,8 +11,8 @@ to, never replaced. The ``.gitignore`` gains the lines it lacks, ``pyproject.tom
 the ``[tool.reconciler]`` tables, and the scaffold's guide goes to ``RECONCILER.md``
 beside the team's README. Any other file the scaffold would write that exists already,
 a ``pyproject.toml`` that has ``[tool.reconciler]`` or is not valid TOML, or a
-``datasets/`` folder with manifests, stops it before anything is written, and the error
-says why.
+``datasets/`` folder with manifests, or a folder it writes into that a symlink leads
+outside the target, stops it before anything is written, and the error says why.
 """
 
 from __future__ import annotations
@@ -58,6 +58,19 @@ class ConflictingFilesError(InitRefusedError):
         super().__init__(f"refusing to overwrite {len(conflicts)} existing file(s): {listed}")
 
 
+class LinkedFolderError(InitRefusedError):
+    """Folders the scaffold writes into lead outside the target through a symlink: the
+    workflows and examples would land elsewhere, a half-written scaffold behind them."""
+
+    def __init__(self, folders: list[Path]) -> None:
+        self.folders = folders
+        listed = ", ".join(str(path) for path in folders)
+        super().__init__(
+            f"refusing to write through {len(folders)} folder(s) that lead outside"
+            f" the repository: {listed}"
+        )
+
+
 @dataclass(frozen=True)
 class Written:
     """One file ``init`` wrote: created, or one of the team's it added to (``note`` says
@@ -95,6 +108,17 @@ def init_repository(target: Path) -> list[Written]:
             additions[relative] = addition
     if conflicts:
         raise ConflictingFilesError(conflicts)
+    top = target.resolve()
+    outside = sorted(
+        {
+            folder
+            for relative in texts
+            for folder in (target / relative).parents
+            if folder.is_relative_to(target) and not folder.resolve().is_relative_to(top)
+        }
+    )
+    if outside:
+        raise LinkedFolderError([f for f in outside if f.parent not in outside])
     written = []
     for relative, text in sorted(texts.items()):
         path = target / relative

@@ -29,6 +29,7 @@ from reconciler.scaffold import (
     TEMPLATES,
     ConflictingFilesError,
     InitRefusedError,
+    LinkedFolderError,
     RepositoryExistsError,
     init_repository,
 )
@@ -214,6 +215,28 @@ def test_init_lists_every_existing_file_it_would_overwrite_and_writes_nothing(
     ]
     assert (tmp_path / "README.md").read_text() == "# Ours\n"
     assert (tmp_path / ".gitignore").read_text() == "*.log\n"
+
+
+def test_init_refuses_folders_a_symlink_leads_outside_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """``.github`` and ``sources`` linked elsewhere: the workflows and the example CSV
+    were written there, then a raw ValueError stopped it, 17 files said created."""
+    target, outside = tmp_path / "repo", tmp_path / "outside"
+    (outside / "gh").mkdir(parents=True)
+    (outside / "srcs").mkdir()
+    target.mkdir()
+    (target / ".github").symlink_to(outside / "gh")
+    (target / "sources").symlink_to(outside / "srcs")
+    (target / "inside").mkdir()
+    (target / "policies").symlink_to(target / "inside")  # a link that stays is no matter
+    with pytest.raises(LinkedFolderError) as refused:
+        init_repository(target)
+    assert str(refused.value) == (
+        "refusing to write through 2 folder(s) that lead outside the repository:"
+        f" {target / '.github'}, {target / 'sources'}"
+    )
+    assert _files(outside) == [] and _files(target / "inside") == []
 
 
 def test_init_goes_into_an_existing_repository_adding_to_its_own_files(
