@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from drip_server import dripping_server
-from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
+from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events, rows, slices
 from typer.testing import CliRunner, Result
 
 from reconciler.cli import app
@@ -570,6 +570,32 @@ def test_sigterm_stops_after_the_dataset_at_hand_as_ctrl_c_does(tmp_path: Path) 
     ]
     assert repo.odf.names() == [A]
     assert check_integrity(repo.odf.dataset(A)) == []
+
+
+def test_a_stop_ends_a_backlog_after_the_file_at_hand_keeping_the_files_done(
+    tmp_path: Path,
+) -> None:
+    """A pull of many files was all or nothing: stopped, the files it had ingested were
+    rolled back with it, so a backlog longer than a run never landed. Each file's
+    iteration is whole; the next run takes the rest, each record once."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    (repo.root / "sources").mkdir()
+    for day in (1, 2, 3):
+        (repo.root / "sources" / f"2026-01-0{day}.csv").write_text(f"a,b\n{day},d{day}\n")
+    repo.write(A, manifest(A, "Root", root_events()))
+    done = interrupted(repo.root, signal.SIGINT)
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == f"interrupted: stopped after {A}; every chain is valid"
+    assert normal(done.stdout)[-2:] == [
+        f"HH:MM:SS OK    {A} created: 6 blocks (4 metadata), 1 record; stopped when asked to:"
+        " the source has more, for the next run in N s",
+        "1 dataset: 1 created (1 record) in N s",
+    ]
+    assert check_integrity(repo.odf.dataset(A)) == []
+    rest = process(repo.root, "apply", "--system-time", WHEN)
+    assert rest.returncode == 0, rest.stdout + rest.stderr
+    ingested = [r[3:] for t in slices(repo.odf.dataset(A)) for r in rows(t, "system_time")]
+    assert ingested == [(1, "d1"), (2, "d2"), (3, "d3")]
 
 
 @pytest.mark.parametrize("dripping", ["body", "headers"])

@@ -19,6 +19,7 @@ import typer
 from ..apply.outcome import Outcome, Status
 from ..apply.run import apply_plan
 from ..config import shown_path
+from ..ingest.pull import STOPPED
 from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
 from ..odf.lock import LockHolder, RepositoryLockedError
@@ -232,7 +233,7 @@ def _execute(
         finished.append(done)
         result.datasets.append(applied(done))
         shown.finish(done)
-        if interrupt.requested() and len(finished) < len(names):
+        if interrupt.requested() and (len(finished) < len(names) or outcome.message == STOPPED):
             raise _Stop
 
     when = session.system_time or Timestamp.now()

@@ -8,7 +8,9 @@ date never starts a JVM.
 
 A pull is all or nothing for its dataset: if any iteration fails, the head goes back to
 where the pull started and the error is raised, so the chain is exactly as it was and the
-next run redoes the work once (source states are only committed with their data).
+next run redoes the work once (source states are only committed with their data). Asked
+to stop (the first Ctrl-C or SIGTERM), it ends after the iteration at hand, keeping the
+iterations done: the next run takes the source up from there.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from .prepare import prepare
 from .preprocess import preprocessed
 from .readers import ReadError, read_data, spark_schema
 from .stage import SliceRequest, stage
+
+STOPPED = "stopped when asked to: the source has more, for the next run"
+"""The note of a pull that a stop ended before its source was up to date."""
 
 
 class IngestError(RuntimeError):
@@ -119,6 +124,11 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
             blocks, rows, size = blocks + added, rows + count, size + written
             if not fetched.has_more:
                 break
+            if context.download_limits.stop():
+                # Asked to stop (the first Ctrl-C or SIGTERM): each iteration is whole,
+                # so the run keeps those done; a backlog longer than any run otherwise
+                # never landed, every run redoing it and throwing it away.
+                return PullResult(blocks, rows, STOPPED, size)
     return PullResult(blocks, rows, size=size)
 
 
