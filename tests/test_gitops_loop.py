@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from reconciler.gitloop.message import (
 )
 from reconciler.gitloop.worktree import CommitError, Worktree
 from reconciler.masking import referenced_secrets
+from reconciler.odf.repository import OdfRepository
 from reconciler.plan.model import Location, Severity
 from reconciler.planning.compose import PlanRequest, make_plan
 
@@ -316,6 +318,46 @@ def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_n
     ]
     assert (runner / "README.md").read_text() == "# Data\n"
     assert_remote_valid_with_each_record_once(origin, tmp_path / "fresh")
+
+
+def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(tmp_path: Path) -> None:
+    """A CI runner's cancel sends SIGINT, and throws the checkout away: the commit of what
+    finished was kept local ("committed, not pushed"), so a backlog longer than the job
+    never landed. A stop ends a pull after the file at hand, and what is done is pushed."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    seed = git.Repo(tmp_path / "seed")
+    for day in (2, 3):
+        (tmp_path / "seed" / "sources" / "s0" / f"part-{day}.csv").write_text(f"a,b\n{day}0,d\n")
+    seed.git.add("sources")
+    seed.index.commit("two more files")
+    seed.remote("origin").push("main").raise_if_error()
+    clone(origin, tmp_path / "runner")
+    scheduled = ["apply", "--commit", "--push", "--system-time", WHEN]
+    running = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(tmp_path / "runner"), *scheduled],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert running.stdout is not None
+    for line in running.stdout:
+        if line.endswith(f"START {A}\n"):
+            running.send_signal(signal.SIGINT)
+            break
+    _, stderr = running.communicate(timeout=600)
+    assert running.returncode == 130, stderr
+    assert f"interrupted: stopped after {A}; every chain is valid" in stderr
+    pushed = git.Repo(origin).commit("main")
+    assert pushed.summary == "reconcile: 1 dataset advanced (3 records)"
+    fresh = tmp_path / "fresh"
+    git.Repo.clone_from(str(origin), fresh)
+    assert run(fresh, "verify", "--integrity").returncode == 0
+    chain = OdfRepository(fresh / "odf").dataset(A)
+    assert [r[3:] for t in slices(chain) for r in rows(t, "system_time")] == [
+        (1, "x"),
+        (2, "y"),
+        (3, "z"),
+    ]
 
 
 def test_a_failing_dataset_exits_1_while_the_others_are_committed_and_pushed(

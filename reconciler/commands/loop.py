@@ -112,13 +112,17 @@ def converge(
         # its push, or this run's recovery of a killed one.
         if sha is None and not push.unpushed(tree, upstream):
             return attempt
-        if attempt.code == EXIT_INTERRUPTED:
-            session.say("interrupted: committed, not pushed", err=True)
-            return attempt
+        # Stopped (the first Ctrl-C or SIGTERM): what finished is pushed once, as Terraform
+        # writes its state on a graceful stop; a CI checkout is thrown away after a cancel,
+        # and the work with it. A rejected push is not reconciled again: asked to stop.
+        stopped = attempt.code == EXIT_INTERRUPTED
         try:
             tip = push.push(tree, upstream, base)
             if tip is None:
                 session.say(f"pushed {tree.head()[:12]} to {upstream}", err=as_json)
+                return attempt
+            if stopped:
+                session.say("interrupted: committed; the remote moved, so not pushed", err=True)
                 return attempt
             if number == attempts:
                 break
@@ -131,7 +135,7 @@ def converge(
             push.move_to(tree, tip)
         except (push.PushError, RefusedError) as e:
             attempt.result.error = str(e)
-            attempt.code = EXIT_FAILED
+            attempt.code = EXIT_INTERRUPTED if stopped else EXIT_FAILED
             return attempt
         try:
             _verify_moved(session, tree, base)
