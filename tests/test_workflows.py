@@ -235,6 +235,46 @@ def test_reconcile_runs_one_at_a_time_and_pushes_the_chains_itself() -> None:
         assert checkout["with"] == {"fetch-depth": 0, "filter": "blob:none"}
 
 
+# Stands in for the reconciler: answers a SIGINT as a stopped run does (exit 130), or
+# ends with the given code.
+FAKE_RECONCILE = """#!/bin/sh
+trap 'echo "{\\"stopped\\": true}"; exit 130' INT
+if [ -n "$CODE" ]; then echo '{}'; exit "$CODE"; fi
+while :; do sleep 0.1; done
+"""
+
+
+@pytest.mark.parametrize(("code", "expected"), [("", 0), ("0", 0), ("1", 1)])
+def test_the_scheduled_apply_is_asked_to_stop_before_the_job_s_limit(
+    tmp_path: Path, code: str, expected: int
+) -> None:
+    """A backlog longer than the job's 120 minutes was cut by GitHub's cancel, whose
+    SIGTERM follows its SIGINT within seconds: nothing it had done was pushed. At 100
+    minutes the run is asked to stop (here at 1 s), pushes what it finished, and the
+    step passes; a run that fails still fails the step."""
+    script = dict(run_scripts(OURS[2]))["reconcile/Apply and push the advanced chains"]
+    assert "timeout --preserve-status --signal=INT --kill-after=15m 100m \\\n" in script
+    script = script.replace(" 100m ", " 1s ").replace("git config", ": git config")
+    fake = tmp_path / "bin" / "reconcile"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_RECONCILE)
+    fake.chmod(0o755)
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "CODE": code},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == expected, done.stderr
+    stopped = code == ""
+    assert (tmp_path / "result.json").read_text() == ('{"stopped": true}\n' if stopped else "{}\n")
+    notice = "::notice::stopped at 100 minutes; the next run goes on from what was pushed\n"
+    assert done.stdout == (notice if stopped else "")
+
+
 def test_the_scaffolds_workflows_are_this_repositorys_but_for_the_pinned_package() -> None:
     for ours, scaffold in zip(OURS, SCAFFOLDS, strict=True):
         mine = {step: s for step, s in run_scripts(ours) if "pip install" not in s}
