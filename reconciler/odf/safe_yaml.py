@@ -166,8 +166,8 @@ def _flaw_at(text: str, index: int, message: str) -> Flaw:
 
 def check_events(text: str, *, document: str = "manifest") -> None:
     """Read the parser's flat event stream; raise ``UnsafeYamlError`` at the first anchor
-    or alias, the first collection nested deeper than ``MAX_DEPTH``, or the first integer
-    longer than ``MAX_INT_CHARS``. Syntax errors
+    or alias, the first tag, the first collection nested deeper than ``MAX_DEPTH``, or the
+    first integer longer than ``MAX_INT_CHARS``. Syntax errors
     propagate as the parser's ``yaml.MarkedYAMLError``."""
     loader = YamlLoader(text)
     try:
@@ -176,6 +176,15 @@ def check_events(text: str, *, document: str = "manifest") -> None:
             event = loader.get_event()
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 message = f"YAML anchors and aliases are not allowed in {document}s"
+                raise UnsafeYamlError(_flaw_of(event, message))
+            tag = getattr(event, "tag", None)
+            if tag is not None:  # written in the file: the parser gives untagged ones none
+                # ``!!binary`` showed a reviewer base64 where the run read a URL.
+                shown = tag.replace("tag:yaml.org,2002:", "!!", 1)
+                message = (
+                    f"YAML tags ({shown}) are not allowed in {document}s: a value is read as"
+                    " it is written, as a reviewer reads it"
+                )
                 raise UnsafeYamlError(_flaw_of(event, message))
             if isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_INT_CHARS:
                 tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
