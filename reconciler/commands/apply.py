@@ -253,7 +253,12 @@ def _execute(
                 selected=planned.selected,
             )
     except (_Stop, KeyboardInterrupt):
-        where = f"after {finished[-1].outcome.dataset}" if finished else "before any dataset"
+        if finished:
+            where = f"after {finished[-1].outcome.dataset}"
+        elif began:  # the dataset at hand was cut (a download) or rolled back
+            where = f"during {next(reversed(began))}, which is left as it was"
+        else:
+            where = "before any dataset"
         result.interrupted = True
         result.error = f"interrupted: stopped {where}; every chain is valid"
         code = EXIT_INTERRUPTED
