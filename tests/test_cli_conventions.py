@@ -518,11 +518,13 @@ def test_a_selection_analyses_only_its_queries_and_those_it_reads(
     assert "query" not in runs[A].stdout
 
 
-def interrupted(root: Path, *signals: signal.Signals) -> subprocess.CompletedProcess[str]:
-    """An apply of ``root`` sent ``signals`` (half a second apart) once its first
-    dataset has started."""
+def interrupted(
+    root: Path, *signals: signal.Signals, options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """An apply of ``root`` (with ``options``) sent ``signals`` (half a second apart) once
+    its first dataset has started."""
     running = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", "-C", str(root), "--system-time", WHEN],
+        [sys.executable, "-m", "reconciler", "-C", str(root), "--system-time", WHEN, *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,

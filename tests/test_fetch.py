@@ -976,20 +976,26 @@ printf 'a\\n1\\n'
 """
 
 
+def fake_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> Path:
+    """``script`` as the ``docker`` first on PATH; the folder it logs to (``$LOG``)."""
+    runtime = tmp_path / "bin" / "docker"
+    runtime.parent.mkdir()
+    runtime.write_text(script)
+    runtime.chmod(0o755)
+    log = tmp_path / "log"
+    log.mkdir()
+    monkeypatch.setenv("PATH", f"{runtime.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("LOG", str(log))
+    return log
+
+
 def test_a_container_s_variables_configure_the_container_never_its_runtime(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Given in the runtime's own environment, a manifest's DOCKER_HOST sent the run,
     secrets and all, to a daemon of the pull request's choosing, and BASH_ENV ran a
     script; the values now go through a file only this user reads."""
-    runtime = tmp_path / "bin" / "docker"
-    runtime.parent.mkdir()
-    runtime.write_text(FAKE_RUNTIME)
-    runtime.chmod(0o755)
-    log = tmp_path / "log"
-    log.mkdir()
-    monkeypatch.setenv("PATH", f"{runtime.parent}:{os.environ['PATH']}")
-    monkeypatch.setenv("LOG", str(log))
+    log = fake_runtime(tmp_path, monkeypatch, FAKE_RUNTIME)
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     step = container_step(
         env=[
@@ -1037,14 +1043,7 @@ def test_a_container_s_image_and_entrypoint_are_never_read_as_runtime_options(
     runner's secret into the container the next argument named: the image is checked
     once its templates are resolved, the options end with ``--``, and the entrypoint is
     joined to its option."""
-    runtime = tmp_path / "bin" / "docker"
-    runtime.parent.mkdir()
-    runtime.write_text(FAKE_RUNTIME)
-    runtime.chmod(0o755)
-    log = tmp_path / "log"
-    log.mkdir()
-    monkeypatch.setenv("PATH", f"{runtime.parent}:{os.environ['PATH']}")
-    monkeypatch.setenv("LOG", str(log))
+    log = fake_runtime(tmp_path, monkeypatch, FAKE_RUNTIME)
     hostile = container_step(image="${{ env.IMAGE }}", args=["evil.example/x:1"])
     with pytest.raises(FetchError) as e:
         fetch_url(hostile, tmp_path, env={"IMAGE": "--env=AWS_SECRET_ACCESS_KEY"})
@@ -1087,14 +1086,7 @@ def test_a_container_is_killed_at_its_limits_and_at_the_first_stop(
     """It held the run until the job's timeout (every dataset after it skipped), could
     write until the disk was full, and a SIGTERM left it running: the container itself
     is killed by name, its client then ends."""
-    runtime = tmp_path / "bin" / "docker"
-    runtime.parent.mkdir()
-    runtime.write_text(ENDLESS_RUNTIME)
-    runtime.chmod(0o755)
-    log = tmp_path / "log"
-    log.mkdir()
-    monkeypatch.setenv("PATH", f"{runtime.parent}:{os.environ['PATH']}")
-    monkeypatch.setenv("LOG", str(log))
+    log = fake_runtime(tmp_path, monkeypatch, ENDLESS_RUNTIME)
     if limit == "size":
         monkeypatch.setenv("WRITE", "1")
     began = time.monotonic()

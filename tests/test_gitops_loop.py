@@ -23,6 +23,7 @@ import git
 import pytest
 from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from test_cli_apply import run
+from test_cli_conventions import interrupted
 
 from reconciler.apply.outcome import Outcome, Status
 from reconciler.gitloop.gitops import attribute_source, converted_paths
@@ -332,21 +333,9 @@ def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(tmp_path: Pa
     seed.index.commit("two more files")
     seed.remote("origin").push("main").raise_if_error()
     clone(origin, tmp_path / "runner")
-    scheduled = ["apply", "--commit", "--push", "--system-time", WHEN]
-    running = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", "-C", str(tmp_path / "runner"), *scheduled],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert running.stdout is not None
-    for line in running.stdout:
-        if line.endswith(f"START {A}\n"):
-            running.send_signal(signal.SIGINT)
-            break
-    _, stderr = running.communicate(timeout=600)
-    assert running.returncode == 130, stderr
-    assert f"interrupted: stopped after {A}; every chain is valid" in stderr
+    done = interrupted(tmp_path / "runner", signal.SIGINT, options=("--commit", "--push"))
+    assert done.returncode == 130, done.stderr
+    assert f"interrupted: stopped after {A}; every chain is valid" in done.stderr
     pushed = git.Repo(origin).commit("main")
     assert pushed.summary == "reconcile: 1 dataset advanced (3 records)"
     fresh = tmp_path / "fresh"
