@@ -600,6 +600,57 @@ def test_a_stop_ends_a_backlog_after_the_file_at_hand_keeping_the_files_done(
     assert ingested == [(1, "d1"), (2, "d2"), (3, "d3")]
 
 
+# A container runtime whose first run gives one record and asks for another run; the
+# second runs until it is killed by name (``docker kill NAME``), after saying so in $LOG.
+BATCHES_RUNTIME = """#!/bin/sh
+if [ "$1" = kill ]; then kill "$(cat "$LOG/pid")"; exit 0; fi
+while [ $# -gt 0 ]; do
+  if [ "$1" = --volume ]; then out="${2%%:*}"; fi
+  shift
+done
+if [ ! -e "$LOG/first" ]; then
+  touch "$LOG/first" "$out/new-has-more-data"; echo e1 > "$out/new-etag"
+  printf 'a,b\\n1,x\\n'; exit 0
+fi
+echo $$ > "$LOG/pid"; touch "$LOG/second"
+exec sleep 600
+"""
+
+
+def test_a_stop_during_a_later_batch_keeps_the_batches_done(tmp_path: Path) -> None:
+    """The first signal cuts a container (or a download) at once, and the pull's roll
+    back took the batches before it too: they are whole, and kept."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    log, runtime = tmp_path / "log", tmp_path / "bin" / "docker"
+    log.mkdir()
+    runtime.parent.mkdir()
+    runtime.write_text(BATCHES_RUNTIME)
+    runtime.chmod(0o755)
+    events = root_events().replace(
+        '{kind: FilesGlob, path: "sources/*.csv"}', "{kind: Container, image: busybox}"
+    )
+    repo.write(A, manifest(A, "Root", events))
+    env = {**os.environ, "LOG": str(log), "PATH": f"{runtime.parent}:{os.environ['PATH']}"}
+    running = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "--system-time", WHEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 300
+    while not (log / "second").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    running.send_signal(signal.SIGINT)
+    stdout, stderr = running.communicate(timeout=120)
+    assert running.returncode == 130, stdout + stderr
+    assert stderr.splitlines()[-1] == f"interrupted: stopped after {A}; every chain is valid"
+    assert check_integrity(repo.odf.dataset(A)) == []
+    assert [r[3:] for t in slices(repo.odf.dataset(A)) for r in rows(t, "system_time")] == [
+        (1, "x")
+    ]
+
+
 @pytest.mark.parametrize("dripping", ["body", "headers"])
 def test_sigterm_cuts_a_download_in_progress_at_once(tmp_path: Path, dripping: str) -> None:
     """A download has written nothing, and a slow server held the stopped run until the

@@ -116,6 +116,12 @@ def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
                     if not _awaiting_first_file(state, source):
                         raise
                     return PullResult(blocks, rows, str(e), size)
+                except KeyboardInterrupt:
+                    # A download or a container cut by a stop has written nothing: the
+                    # iterations before it are whole, and kept as after the file at hand.
+                    if blocks and context.download_limits.stop():
+                        return PullResult(blocks, rows, STOPPED, size)
+                    raise
                 if isinstance(fetched, UpToDate):
                     break
                 added, count, written = _ingest_file(
