@@ -519,23 +519,28 @@ def test_a_selection_analyses_only_its_queries_and_those_it_reads(
 
 
 def interrupted(
-    root: Path, *signals: signal.Signals, options: tuple[str, ...] = ()
+    root: Path, *signals: signal.Signals, options: tuple[str, ...] = (), group: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """An apply of ``root`` (with ``options``) sent ``signals`` (half a second apart) once
-    its first dataset has started."""
+    its first dataset has started; with ``group``, to its whole process group, as a
+    terminal's Ctrl-C and ``timeout`` send them, so its git and JVM children get them too."""
     running = subprocess.Popen(
         [sys.executable, "-m", "reconciler", "-C", str(root), "--system-time", WHEN, *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
+        start_new_session=True,
     )
     assert running.stdout is not None
     for line in running.stdout:
         if line.endswith(f"START {A}\n"):
             for number, sent in enumerate(signals):
                 time.sleep(0.5 if number else 0)
-                running.send_signal(sent)
+                if group:
+                    os.killpg(running.pid, sent)
+                else:
+                    running.send_signal(sent)
             break
     stdout, stderr = running.communicate(timeout=600)
     return subprocess.CompletedProcess(running.args, running.returncode, stdout, stderr)
@@ -545,7 +550,7 @@ def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
     tmp_path: Path,
 ) -> None:
     repo = build(tmp_path / "repo")
-    done = interrupted(repo.root, signal.SIGINT)
+    done = interrupted(repo.root, signal.SIGINT, group=True)
     assert done.returncode == 130, done.stdout + done.stderr
     assert done.stderr.splitlines() == [
         "analysing 2 queries on Spark…",
@@ -585,7 +590,7 @@ def test_a_stop_ends_a_backlog_after_the_file_at_hand_keeping_the_files_done(
     for day in (1, 2, 3):
         (repo.root / "sources" / f"2026-01-0{day}.csv").write_text(f"a,b\n{day},d{day}\n")
     repo.write(A, manifest(A, "Root", root_events()))
-    done = interrupted(repo.root, signal.SIGINT)
+    done = interrupted(repo.root, signal.SIGINT, group=True)
     assert done.returncode == 130, done.stdout + done.stderr
     assert done.stderr.splitlines()[-1] == f"interrupted: stopped after {A}; every chain is valid"
     assert normal(done.stdout)[-2:] == [

@@ -333,7 +333,10 @@ def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(tmp_path: Pa
     seed.index.commit("two more files")
     seed.remote("origin").push("main").raise_if_error()
     clone(origin, tmp_path / "runner")
-    done = interrupted(tmp_path / "runner", signal.SIGINT, options=("--commit", "--push"))
+    # To the process group, as GitHub's cancel and the workflow's ``timeout`` send it: the
+    # git processes GitPython keeps went with it, and the commit died of a broken pipe.
+    scheduled = ("--commit", "--push")
+    done = interrupted(tmp_path / "runner", signal.SIGINT, options=scheduled, group=True)
     assert done.returncode == 130, done.stderr
     assert f"interrupted: stopped after {A}; every chain is valid" in done.stderr
     pushed = git.Repo(origin).commit("main")

@@ -271,6 +271,8 @@ def _commit(
         for done in attempt.finished
     ]
     trailers = message.Trailers(run_id, attempt.plan_hash, reconciler_version())
+    if attempt.code == EXIT_INTERRUPTED:
+        tree.restart_git()
     untracked = tree.tracked_transients()
     text = message.commit_message(runs, trailers, attempt.pushed_from, untracked)
     sha = tree.commit(text, untracked)

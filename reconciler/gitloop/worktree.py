@@ -90,6 +90,13 @@ class Worktree:
     def head(self) -> str:
         return str(self.repo.head.commit.hexsha)
 
+    def restart_git(self) -> None:
+        """Drop GitPython's long-lived ``git cat-file`` processes; new ones start when
+        needed. A Ctrl-C, or ``timeout``'s SIGINT, goes to the whole process group and
+        ends them too: the stopped run's commit then failed on a broken pipe, exit 141,
+        and what it had finished was never pushed."""
+        self.repo.git.clear_cache()
+
     def branch(self) -> str | None:
         """The branch checked out; None on a detached HEAD."""
         return None if self.repo.head.is_detached else self.repo.active_branch.name
