@@ -839,8 +839,9 @@ def _fetch_container(
     fd, name = tempfile.mkstemp(prefix="fetch-", suffix=".data", dir=workdir)
     data_path = Path(name)
 
-    name = f"odf-fetch-{uuid.uuid4().hex}"  # to stop the container, not only its client
-    argv = [runtime, "run", "--rm", "--name", name, "--volume", f"{out_dir}:{CONTAINER_OUT_DIR}"]
+    container = f"odf-fetch-{uuid.uuid4().hex}"  # to stop the container, not only its client
+    argv = [runtime, "run", "--rm", "--name", container]
+    argv += ["--volume", f"{out_dir}:{CONTAINER_OUT_DIR}"]
     argv += ["--env-file", str(env_file)]
     if command:
         argv.append(f"--entrypoint={command[0]}")  # joined: never read as an option
@@ -854,7 +855,7 @@ def _fetch_container(
                 raise ContainerRuntimeError(
                     f"{origin}: cannot start {runtime}: {e.strerror}", origin=origin
                 ) from None
-            status = _bounded(process, [runtime, "kill", name], out.fileno(), limits, origin)
+            status = _bounded(process, [runtime, "kill", container], out.fileno(), limits, origin)
             if status != 0:
                 err.seek(0)
                 tail = _masked(_tail(err.read()), secrets)
@@ -902,22 +903,20 @@ def _bounded(
     client's death would leave it running), then its client; a stop raises
     ``KeyboardInterrupt``, as a cut download does."""
     end = time.monotonic() + limits.seconds
-    while True:
-        try:
-            return process.wait(timeout=_POLL_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
-        stopped, expired = limits.stop(), time.monotonic() >= end
-        too_large = os.fstat(output).st_size > limits.size
-        if stopped or expired or too_large:
-            break
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(kill, capture_output=True, timeout=_GRACE_SECONDS, check=False)
     try:
-        process.wait(timeout=_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        while True:
+            try:
+                return process.wait(timeout=_POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+            stopped, expired = limits.stop(), time.monotonic() >= end
+            too_large = os.fstat(output).st_size > limits.size
+            if stopped or expired or too_large:
+                break
+    except KeyboardInterrupt:  # the second signal, or the first in a run that has none
+        _end_container(process, kill)
+        raise
+    _end_container(process, kill)
     if stopped:
         raise KeyboardInterrupt
     if expired:
@@ -931,6 +930,17 @@ def _bounded(
             " (max_download_size in [tool.reconciler]); it was stopped"
         )
     raise ContainerRuntimeError(f"{origin} {reason}", origin=origin)
+
+
+def _end_container(process: subprocess.Popen[bytes], kill: list[str]) -> None:
+    """Kill the container by name, then wait for its client (killed too if it lingers)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(kill, capture_output=True, timeout=_GRACE_SECONDS, check=False)
+    try:
+        process.wait(timeout=_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _env_file(variables: Mapping[str, str], workdir: Path, origin: str) -> Path:
