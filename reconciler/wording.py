@@ -38,12 +38,19 @@ def quoted(text: str) -> str:
     return f"'{inner}'"
 
 
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+_CONTROLS_AND_NEWLINE = re.compile(f"{_CONTROLS.pattern[:-1]}\n]")
 
 
-def printable(text: str) -> str:
+def printable(text: str, one_line: bool = False) -> str:
     """``text`` with the characters a terminal or a page acts on written as escapes: a
     pull request's file name with ESC cleared the reviewer's screen and printed a plan
-    summary of its own, a BEL rang, BiDi overrides reorder what is shown. Line breaks
-    and tabs stay; a plan's JSON escapes them all already."""
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    summary of its own, a BEL rang, BiDi overrides reorder what is shown, zero-width
+    characters hide that two names differ, U+2028 breaks a line where a viewer honours
+    it. Tabs stay; line breaks stay unless ``one_line``: a line of the text plan is one
+    line by construction, so a line break in it came from a name and would start a
+    forged line (``Plan: 0 to change``) of its own. A plan's JSON escapes them all."""
+    pattern = _CONTROLS_AND_NEWLINE if one_line else _CONTROLS
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

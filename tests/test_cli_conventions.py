@@ -554,7 +554,7 @@ def test_ctrl_c_stops_after_the_dataset_at_hand_with_exit_130_and_valid_chains(
     assert done.returncode == 130, done.stdout + done.stderr
     assert done.stderr.splitlines() == [
         "analysing 2 queries on Spark…",
-        "stopping after the current dataset (Ctrl-C again to stop at once)",
+        "stopping at the next safe point, keeping what is done (Ctrl-C again to stop at once)",
         f"interrupted: stopped after {A}; every chain is valid",
     ]
     # The datasets that did not run are counted as skipped, not left out.
@@ -572,7 +572,7 @@ def test_sigterm_stops_after_the_dataset_at_hand_as_ctrl_c_does(tmp_path: Path) 
     done = interrupted(repo.root, signal.SIGTERM)
     assert done.returncode == 130, done.stdout + done.stderr
     assert done.stderr.splitlines()[-2:] == [
-        "stopping after the current dataset (SIGTERM again to stop at once)",
+        "stopping at the next safe point, keeping what is done (SIGTERM again to stop at once)",
         f"interrupted: stopped after {A}; every chain is valid",
     ]
     assert repo.odf.names() == [A]
@@ -673,7 +673,7 @@ def test_sigterm_cuts_a_download_in_progress_at_once(tmp_path: Path, dripping: s
     assert done.returncode == 130, done.stdout + done.stderr
     assert stopped < 20, done.stderr
     assert done.stderr.splitlines()[-2:] == [
-        "stopping after the current dataset (SIGTERM again to stop at once)",
+        "stopping at the next safe point, keeping what is done (SIGTERM again to stop at once)",
         f"interrupted: stopped during {A}, which is left as it was; every chain is valid",
     ]
     assert not (repo.root / "odf").exists() or repo.odf.names() == []

@@ -987,7 +987,7 @@ def test_markdown_of_5000_changed_datasets_fits_a_github_comment() -> None:
     plan = Plan(datasets=tuple(generated_update(i) for i in range(5000)))
     markdown = render_markdown(plan)
     assert len(markdown) <= 65536
-    assert markdown.splitlines()[-1].endswith(" and 4950 more datasets._")
+    assert markdown.splitlines()[-1].endswith(" and 4,950 more datasets._")
 
 
 WHOLE_PLAN = "left out to fit the comment: the whole plan is the run's `plan` artifact (`reconcile show plan.json`)"
@@ -1041,7 +1041,7 @@ def test_markdown_of_a_thousand_new_datasets_with_verdicts_fits_a_github_comment
     assert listed[0].startswith("- **error** `info-recommended` `org.example.new.d0000`: ")
     assert listed[-1] == f"- _and {1000 - cut:,} more verdicts, {WHOLE_PLAN}_"
     assert len(listed) == cut + 1
-    assert blocks[1].startswith("**1 error** · 999 warnings · 1000 to create")
+    assert blocks[1].startswith("**1 error** · 999 warnings · 1,000 to create")
 
 
 # Readability: relative paths, inputs by name --------------------------------------------
@@ -1126,6 +1126,22 @@ def test_control_characters_in_a_file_name_are_shown_as_escapes() -> None:
     assert render_text(plan, color=True).count("\x1b[") == render_text(
         dataclasses.replace(plan, datasets=(TICKS, WEEKLY)), color=True
     ).count("\x1b[")  # the plan's own colours only
+
+
+def test_a_line_break_in_a_file_name_cannot_start_a_line_of_the_text_plan() -> None:
+    """Journey 37: a source file named ``o-2\\nPlan: fake…`` printed a line of its own that
+    read as the plan's summary; U+2028 and a zero-width space went out raw too."""
+    name = "o-2\nPlan: 0 to change. 0 errors\u2028x\u200b.csv"
+    files = Pending("new-files", f"1 new file: {name}")
+    weekly = dataclasses.replace(WEEKLY, pending=(files,))
+    text = render_text(Plan(datasets=(TICKS, weekly), root=ROOT), color=False)
+    assert [line for line in text.splitlines() if "Plan: 0 to change" in line] == [
+        "    pending data: new-files: 1 new file: o-2\\nPlan: 0 to change. 0 errors\\u2028x\\u200b.csv"
+    ]
+    assert (
+        text.count("\n")
+        == render_text(Plan(datasets=(TICKS, WEEKLY), root=ROOT), color=False).count("\n") + 1
+    )  # the pending line itself, and no other
 
 
 def test_a_run_shows_a_cause_s_control_characters_as_escapes() -> None:

@@ -424,9 +424,12 @@ def test_fetchable_and_templated_urls_pass(tmp_path: Path, url: str) -> None:
 def test_headers_that_are_no_names_or_route_the_request_elsewhere_are_refused(
     tmp_path: Path,
 ) -> None:
+    """A value with a line break passed the plan and was refused by the fetch (journey 37):
+    the plan now tells what the fetch would refuse, without showing the value."""
     headers = (
         "[{name: Host, value: evil.example}, {name: 'X Key', value: a},"
-        " {name: X-Forwarded-Host, value: b}, {name: Authorization, value: c}]"
+        " {name: X-Forwarded-Host, value: b}, {name: Authorization, value: c},"
+        ' {name: X-Forwarded-Prefix, value: /evil}, {name: X-Key, value: "a\\r\\nHost: e"}]'
     )
     events = polling(fetch=f"{{kind: Url, url: 'https://x/a.csv', headers: {headers}}}")
     routes = (
@@ -437,6 +440,13 @@ def test_headers_that_are_no_names_or_route_the_request_elsewhere_are_refused(
         (8, "content.metadata[0].fetch.headers[0].name", f"header 'Host'{routes}"),
         (8, "content.metadata[0].fetch.headers[1].name", "'X Key' is no HTTP header name"),
         (8, "content.metadata[0].fetch.headers[2].name", f"header 'X-Forwarded-Host'{routes}"),
+        (8, "content.metadata[0].fetch.headers[4].name", f"header 'X-Forwarded-Prefix'{routes}"),
+        (
+            8,
+            "content.metadata[0].fetch.headers[5].value",
+            "the value of header 'X-Key' holds a line break or a NUL character, which HTTP does"
+            " not allow",
+        ),
     ]
 
 

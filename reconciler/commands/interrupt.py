@@ -1,12 +1,13 @@
-"""Ctrl-C (or SIGTERM) during an apply: finish the dataset at hand, then stop.
+"""Ctrl-C (or SIGTERM) during an apply: stop at the next safe point, keeping what is done.
 
-A dataset's pull is all or nothing, so stopping between datasets leaves every chain valid
-and loses no finished work. The first Ctrl-C asks for that stop; a second one stops at
-once (the dataset at hand is rolled back by its pull). SIGTERM, what a service manager,
-a container runtime or a CI runner's cancel sends, is taken the same way, as Terraform
-takes it. A download in progress asks ``requested`` between reads and is cut at the
-first signal (``ingest.fetch.DownloadLimits.stop``): it has written nothing, and a slow
-server held the stopping run until its end. pyspark installs its own handler when it
+Safe points are between datasets and, inside a root dataset's pull, between the files
+(iterations) it ingests, so every chain stays valid and no finished work is lost. The
+first Ctrl-C asks for that stop; a second one stops at once (the pull at hand is rolled
+back). SIGTERM, what a service manager, a container runtime or a CI runner's cancel
+sends, is taken the same way, as Terraform takes it. A download or a container in
+progress asks ``requested`` as it goes and is cut at the first signal
+(``ingest.fetch.DownloadLimits.stop``): it has written nothing, and a slow server held
+the stopping run until its end. pyspark installs its own handler when it
 starts, so ``restore`` puts ours back after the engine's start.
 """
 
@@ -38,7 +39,9 @@ def _handle(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
     _stop.requested = True
     again = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-    sys.stderr.write(f"stopping after the current dataset ({again} again to stop at once)\n")
+    sys.stderr.write(
+        f"stopping at the next safe point, keeping what is done ({again} again to stop at once)\n"
+    )
     sys.stderr.flush()
 
 

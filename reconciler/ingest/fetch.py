@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-from .. import container_refs
+from .. import container_refs, http_headers
 from ..env_templates import TemplateError, resolve_env_tracked
 from ..manifest_regex import ManifestRegexError, compile_regex
 from ..masking import Mask
@@ -88,39 +88,6 @@ _CHUNK = 1 << 20
 _BODY_SNIPPET_CHARS = 300
 _STDERR_TAIL_LINES = 20
 _STDERR_TAIL_CHARS = 4000
-_SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
-_ROUTING_HEADERS = frozenset(
-    {
-        "host",
-        "forwarded",
-        "x-forwarded-host",
-        "x-forwarded-server",
-        "x-host",
-        "x-original-host",
-        "x-http-host-override",
-        "x-original-url",
-        "x-rewrite-url",
-    }
-)
-"""Headers a virtual host, a proxy or a CDN reads as the request's real host or path. The
-URL is where a request goes, for the reviewer and for the ``env-templates`` prefixes that
-say where a secret may go: with ``Host: evil.example`` beside ``${{ env.API_KEY }}`` a
-shared front end handed the secret to another site."""
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
-_BREAKS = re.compile(r"[\r\n\0]")
-
-
-def header_problem(name: str) -> str | None:
-    """Why a ``Url`` source may not send a header called ``name``, or None."""
-    if not _HEADER_NAME.fullmatch(name):
-        return f"{name!r} is no HTTP header name"
-    if name.lower() in _ROUTING_HEADERS:
-        return (
-            f"header {name!r} may send the request elsewhere than its URL (another host or"
-            " path), past the review of the URL and the env-templates prefixes: write the"
-            " address in the URL"
-        )
-    return None
 
 
 # --- Results and errors ----------------------------------------------------------------
@@ -369,23 +336,19 @@ def _fetch_http(
     limits: DownloadLimits,
     deadline: Deadline,
 ) -> Fetched | UpToDate:
-    sensitive = set(_SENSITIVE_HEADERS)
+    sensitive = set(http_headers.SENSITIVE)
     headers: list[tuple[str, str]] = []
     for header in step.headers or []:
-        if (problem := header_problem(header.name)) is not None:
+        if (problem := http_headers.name_problem(header.name)) is not None:
             raise FetchError(f"{_display_url(url, secrets)}: {problem}", origin=step.url)
         value, inserted = resolve_env_tracked(header.value, env)
-        if inserted or header.name.lower() in _SENSITIVE_HEADERS:
+        if inserted or header.name.lower() in http_headers.SENSITIVE:
             sensitive.add(header.name.lower())
             secrets = [*secrets, *inserted, value]
-        if _BREAKS.search(value):
-            # http.client would refuse it quoting the value, escaped past any masking.
+        # http.client would refuse it quoting the value, escaped past any masking.
+        if (problem := http_headers.value_problem(header.name, value)) is not None:
             shown = _display_url(url, secrets)
-            raise FetchError(
-                f"{shown}: the value of header {header.name!r} holds a line break or a NUL"
-                " character, which HTTP does not allow",
-                origin=shown,
-            )
+            raise FetchError(f"{shown}: {problem}", origin=shown)
         headers.append((header.name, value))
 
     parts = urlsplit(url)

@@ -43,12 +43,12 @@ SYMBOLS: dict[Action, str] = {
 """Terraform-like marks: one character says what apply will do to a dataset."""
 
 _SUMMARY_PHRASES: dict[Action, str] = {
-    Action.CREATE: "{} to create",
-    Action.UPDATE: "{} to update",
-    Action.RECREATE: "{} to recreate",
-    Action.UNCHANGED: "{} unchanged",
-    Action.ORPHANED: "{} orphaned",
-    Action.DELETE: "{} to delete",
+    Action.CREATE: "{:,} to create",
+    Action.UPDATE: "{:,} to update",
+    Action.RECREATE: "{:,} to recreate",
+    Action.UNCHANGED: "{:,} unchanged",
+    Action.ORPHANED: "{:,} orphaned",
+    Action.DELETE: "{:,} to delete",
 }
 
 _DIFF_CONTEXT = 3  # lines of context around each change, as `diff -u` shows
@@ -283,7 +283,7 @@ def breaking_datasets(plan: Plan) -> list[str]:
 
 def counted(count: int, noun: str) -> str:
     """``1 error``, ``2 errors``: a count with its noun, plural when it is not one."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def action_phrase(action: Action, count: int) -> str:
@@ -294,7 +294,7 @@ def action_phrase(action: Action, count: int) -> str:
 def unreadable_phrase(plan: Plan) -> str:
     """``1 not planned (chain cannot be read)``: the datasets the summaries cannot count
     under any action."""
-    return f"{len(plan.unreadable)} not planned (chain cannot be read)"
+    return f"{len(plan.unreadable):,} not planned (chain cannot be read)"
 
 
 def summary_sentence(plan: Plan) -> str:

@@ -230,7 +230,7 @@ def _summary(plan: Plan) -> str:
     if breaking := breaking_datasets(plan):
         named = ", ".join(_code(n) for n in breaking[:_NAMED_BREAKING])
         more = len(breaking) - _NAMED_BREAKING
-        named += f" and {more} more" if more > 0 else ""
+        named += f" and {more:,} more" if more > 0 else ""
         parts.append(f"**{counted(len(breaking), 'breaking change')}** ({named})")
     if warnings := warning_count(plan):
         parts.append(counted(warnings, "warning"))
@@ -402,7 +402,7 @@ def _graph(plan: Plan) -> _Foldable | None:
     return _Foldable(
         "graph",
         heading + _fenced(lines, "mermaid") + _SEPARATOR + _legend(used, has_edges),
-        heading + f"_Graph of {len(nodes)} datasets omitted to fit the comment._",
+        heading + f"_Graph of {len(nodes):,} datasets omitted to fit the comment._",
     )
 
 
@@ -498,7 +498,7 @@ def _event(event: EventChange) -> list[_Block]:
     if event.reasons:
         blocks.append(_same("\n".join(f"- {_inline(r)}" for r in event.reasons)))
     diff = event_diff(event)
-    blocks.append((_fenced(diff, "diff"), f"_diff omitted: {len(diff)} lines; {_LOCAL_HINT}_"))
+    blocks.append((_fenced(diff, "diff"), f"_diff omitted: {len(diff):,} lines; {_LOCAL_HINT}_"))
     if event.schema is not None:
         blocks.append(_same(_schema_table(event.schema)))
     return blocks

@@ -75,7 +75,7 @@ def render_text(plan: Plan, color: bool, quiet: bool = False) -> str:
 
 
 def _paint(line: Line, color: bool) -> str:
-    style, text = line[0], printable(line[1])
+    style, text = line[0], printable(line[1], one_line=True)
     return f"{style}{text}{_RESET}" if color and style and text else text
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from .. import container_refs
-from ..ingest.fetch import EventTimeError, chrono_to_strptime, header_problem
+from .. import container_refs, http_headers
+from ..ingest.fetch import EventTimeError, chrono_to_strptime
 from ..odf import models
 from ..odf.manifest import issue_at
 from ..odf.names import shown
@@ -115,9 +115,7 @@ def _fetch_findings(fetch: models.FetchStep, at: Loc) -> Iterator[Finding]:
         if isinstance(event_time, models.EventTimeSourceFromPath):
             message = "a Url source cannot take its event time fromPath (only FilesGlob can)"
             yield (*at, "eventTime", "kind"), message
-        for i, header in enumerate(fetch.headers or []):
-            if (problem := header_problem(header.name)) is not None:
-                yield (*at, "headers", i, "name"), problem
+        yield from _header_findings(fetch, at)
     if isinstance(fetch, models.FetchStepContainer):
         yield from _container_findings(fetch, at)
     if isinstance(fetch, models.FetchStepFilesGlob):
@@ -128,6 +126,15 @@ def _fetch_findings(fetch: models.FetchStep, at: Loc) -> Iterator[Finding]:
             yield (*at, "eventTime", "kind"), message
         if isinstance(event_time, models.EventTimeSourceFromPath):
             yield from _from_path_findings(event_time, (*at, "eventTime"))
+
+
+def _header_findings(fetch: models.FetchStepUrl, at: Loc) -> Iterator[Finding]:
+    """The headers as written; a line break written in a value stays after templates."""
+    for i, header in enumerate(fetch.headers or []):
+        if (problem := http_headers.name_problem(header.name)) is not None:
+            yield (*at, "headers", i, "name"), problem
+        elif (problem := http_headers.value_problem(header.name, header.value)) is not None:
+            yield (*at, "headers", i, "value"), problem
 
 
 def _container_findings(fetch: models.FetchStepContainer, at: Loc) -> Iterator[Finding]:
