@@ -272,11 +272,31 @@ def _start(settings: SparkSettings) -> SparkSession:
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
+    _launch_gateway_alone(settings, conf)
     session = builder.getOrCreate()
     _quiet_expected_errors()
     if not settings.master.startswith("local"):
         executor_watch.watch(session, settings.master, settings.executor_wait)
     return session
+
+
+def _launch_gateway_alone(settings: SparkSettings, conf: dict[str, str]) -> None:
+    """Start Spark's JVM in a session of its own, for the builder to use.
+
+    A service manager stops a service, and ``kill -TERM -PGID`` a job, by signalling
+    every process of its group: the JVM died of that SIGTERM (pyspark makes it ignore
+    SIGINT only), failing the dataset at hand, where the reconciler would have finished
+    its file and stopped. Alone, it hears only us; it still ends with this process,
+    since it exits when its stdin pipe from us closes."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # started already (a test's own session)
+        return
+    spark_conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
+    spark_conf.setAll(list(conf.items()))
+    gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+    SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
 
 
 def _quiet_expected_errors() -> None:
