@@ -607,6 +607,40 @@ def test_a_stop_ends_a_backlog_after_the_file_at_hand_keeping_the_files_done(
     assert ingested == [(1, "d1"), (2, "d2"), (3, "d3")]
 
 
+def test_a_bad_file_in_a_backlog_keeps_the_files_before_it_and_the_next_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A failing file rolled back the whole pull, the good files before it too, so one
+    bad file in a backlog held every file before it back. Each iteration is whole: the
+    ones before the bad file stay (kamu commits each iteration too), the dataset still
+    counts as failed, and once the file is mended the next run takes it and the rest."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    (repo.root / "sources").mkdir()
+    for day, a in ((1, "1"), (2, "two"), (3, "3")):
+        (repo.root / "sources" / f"2026-01-0{day}.csv").write_text(f"a,b\n{a},d{day}\n")
+    repo.write(A, manifest(A, "Root", root_events()))
+    first = process(repo.root, "apply", "--system-time", WHEN)
+    assert first.returncode == 1, first.stdout + first.stderr
+    lines = normal(first.stdout)
+    assert lines[-2].startswith(
+        f"HH:MM:SS ERROR {A} failed: 6 blocks (4 metadata), 1 record; read failed: "
+    )
+    assert lines[-2].endswith(
+        "; what the files before it added is kept (1 record), and the next run starts again"
+        " from this one in N s"
+    )
+    assert "2026-01-02.csv" in lines[-2]
+    assert lines[-1] == "1 dataset: 1 failed in N s"
+    dataset = repo.odf.dataset(A)
+    assert check_integrity(dataset) == []
+    assert [r[3:] for t in slices(dataset) for r in rows(t, "system_time")] == [(1, "d1")]
+    (repo.root / "sources" / "2026-01-02.csv").write_text("a,b\n2,d2\n")
+    rest = process(repo.root, "apply", "--system-time", WHEN)
+    assert rest.returncode == 0, rest.stdout + rest.stderr
+    ingested = [r[:2] + r[3:] for t in slices(dataset) for r in rows(t, "system_time")]
+    assert ingested == [(0, 0, 1, "d1"), (1, 0, 2, "d2"), (2, 0, 3, "d3")]
+
+
 # A container runtime whose first run gives one record and asks for another run; the
 # second runs until it is killed by name (``docker kill NAME``), after saying so in $LOG.
 BATCHES_RUNTIME = """#!/bin/sh

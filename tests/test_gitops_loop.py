@@ -852,6 +852,24 @@ def test_a_commit_message_says_which_datasets_were_created_or_recreated() -> Non
     )
 
 
+def test_a_commit_message_lists_the_files_a_failed_pull_kept_as_advanced() -> None:
+    """A pull that fails part way keeps the files before the failing one, and the commit
+    carries them: the subject must not say that no dataset advanced."""
+    cause = "read failed: ReadError: sources/2.csv: …; what the files before it added is kept"
+    runs = [DatasetRun(Outcome(A, Status.FAILED, 0, 2, 7, message=cause), (5, 11), "f1620aa")]
+    assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0")) == (
+        "reconcile: 1 dataset advanced (7 records), 1 failed\n"
+        "\n"
+        "Advanced:\n"
+        f"- {A}: 2 blocks, 7 records, offsets 5-11, head f1620aa, then failed (below)\n"
+        "\n"
+        "Failed:\n"
+        f"- {A}: {cause}\n"
+        "\n"
+        f"{TRAILER_LINES}"
+    )
+
+
 def test_a_commit_message_of_a_deletion_alone_says_so_in_its_subject() -> None:
     runs = [DatasetRun(Outcome(A, Status.DELETED)), DatasetRun(Outcome(B, Status.UP_TO_DATE))]
     assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0")) == (

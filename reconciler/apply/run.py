@@ -240,35 +240,47 @@ def _apply_dataset(
     """
     metadata_blocks = 0
     pulling = False
+    kept = PullResult()  # what a pull that failed part way committed first, which stays
     stage = _Stage(context.progress)
     context = replace(context, progress=stage.hear)
     try:
-        with (
-            _child_run(lineage, describer, ds) as run,
-            _chain_of(repo, ds, metadata_time, ids) as (dataset, metadata),
-        ):
-            metadata_blocks = metadata.blocks
-            if metadata.error:
-                raise MetadataError(metadata.error)
-            pulling = True
-            result: PullResult
-            if ds.kind == "Root":
-                result = pull_polling(dataset, context)
-            else:
-                # Every input was created or pulled before its readers, so ``ids`` knows it.
-                names = {DatasetId.parse(i): n for n, i in ids.items()}
-                result = run_derivative(dataset, repo, names, context)
+        with _child_run(lineage, describer, ds) as run:
+            with _chain_of(repo, ds, metadata_time, ids) as (dataset, metadata):
+                metadata_blocks = metadata.blocks
+                if metadata.error:
+                    raise MetadataError(metadata.error)
+                pulling = True
+                result: PullResult
+                if ds.kind == "Root":
+                    result = pull_polling(dataset, context)
+                    if result.failure is not None and ds.action is Action.RECREATE:
+                        raise result.failure  # a rebuilt chain replaces the old one whole
+                else:
+                    # Every input was created or pulled before its readers, so ``ids``
+                    # knows it.
+                    names = {DatasetId.parse(i): n for n, i in ids.items()}
+                    result = run_derivative(dataset, repo, names, context)
+            if result.failure is not None:
+                kept = result
+                raise result.failure  # after the chain's scope, which would take it all back
             if run is not None:
                 run.set_output_statistics(result.rows, result.size)
                 run.set_output_schema(describer.columns(ds.name))
     except MetadataError as e:
-        kept = 0 if ds.action in _NEW_CHAIN else metadata_blocks
-        return Outcome(ds.name, Status.FAILED, kept, message=str(e))
+        metadata_kept = 0 if ds.action in _NEW_CHAIN else metadata_blocks
+        return Outcome(ds.name, Status.FAILED, metadata_kept, message=str(e))
     except Exception as e:  # one dataset's failure, whatever it is, must not stop the others
         if not pulling:
             raise  # an unexpected error while appending metadata stops the apply, as ever
-        kept = 0 if ds.action in _NEW_CHAIN else metadata_blocks  # a new chain keeps none
-        return Outcome(ds.name, Status.FAILED, kept, message=f"{stage.name} failed: {describe(e)}")
+        # A new chain keeps nothing, unless its pull kept the files before the failing one.
+        metadata_kept = 0 if ds.action in _NEW_CHAIN and not kept.blocks else metadata_blocks
+        message = f"{stage.name} failed: {describe(e)}"
+        if kept.blocks:
+            message += (
+                f"; what the files before it added is kept ({count(kept.rows, 'record')}),"
+                " and the next run starts again from this one"
+            )
+        return Outcome(ds.name, Status.FAILED, metadata_kept, kept.blocks, kept.rows, message)
     changed = metadata_blocks or result.blocks
     return Outcome(
         ds.name,

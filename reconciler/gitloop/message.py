@@ -51,7 +51,9 @@ class DatasetRun:
 
     @property
     def advanced(self) -> bool:
-        return self.outcome.status in _ADVANCED
+        """Whether the commit holds data of it: a pull that failed part way keeps the
+        files before the failing one (``ingest.pull``), which the commit carries."""
+        return self.outcome.status in _ADVANCED or bool(self.outcome.data_blocks)
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ def commit_message(
 def subject(runs: Sequence[DatasetRun], untracked: int = 0) -> str:
     """``reconcile: 3 datasets advanced (1,212 records)``, then any deleted, failed,
     skipped, renamed, moved or untracked."""
-    updated = [r for r in runs if r.outcome.status in WROTE]
+    updated = [r for r in runs if r.outcome.status in WROTE or r.outcome.data_blocks]
     parts = []
     if updated:
         records = count(sum(r.outcome.rows for r in updated), "record")
@@ -144,7 +146,9 @@ def _advanced(run: DatasetRun) -> str:
     if run.offsets is not None:
         parts.append(f"offsets {run.offsets[0]}-{run.offsets[1]}")
     parts.append(f"head {run.head}")
-    if outcome.status is not Status.UPDATED:
+    if outcome.status is Status.FAILED:
+        parts.append("then failed (below)")
+    elif outcome.status is not Status.UPDATED:
         parts.insert(0, outcome.status.value)  # created, or recreated: a new chain
     return f"- {outcome.dataset}: {', '.join(parts)}"
 

@@ -6,17 +6,18 @@ and commit; iterations repeat while the source has more (a FilesGlob with severa
 files). Fetching happens before Spark is needed, so a run in which every source is up to
 date never starts a JVM.
 
-A pull is all or nothing for its dataset: if any iteration fails, the head goes back to
-where the pull started and the error is raised, so the chain is exactly as it was and the
-next run redoes the work once (source states are only committed with their data). Asked
-to stop (the first Ctrl-C or SIGTERM), it ends after the iteration at hand, keeping the
-iterations done: the next run takes the source up from there.
+Each iteration is all or nothing: if it fails, the head goes back to where it started,
+so the chain is as the last whole iteration left it, and the next run redoes the failed
+one once (source states are only committed with their data). A failure in the first
+iteration is raised; after that the pull ends with the iterations done kept and the
+failure reported (``PullResult.failure``). Asked to stop (the first Ctrl-C or SIGTERM),
+it ends after the iteration at hand, keeping those done: the next run goes on from there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -79,6 +80,8 @@ class PullResult:
     note: str = ""
     size: int = 0
     """Bytes of the data files committed (Parquet slices; checkpoints not counted)."""
+    failure: Exception | None = None
+    """What ended the pull after the iterations counted here were committed; they stay."""
 
     @property
     def up_to_date(self) -> bool:
@@ -86,56 +89,73 @@ class PullResult:
 
 
 def pull_polling(dataset: Dataset, context: IngestContext) -> PullResult:
-    """Ingest from the dataset's polling source until the source has nothing new."""
-    blocks = rows = size = 0
-    with all_or_nothing(dataset):
-        while True:
-            state = dataset.state()
-            source = state.polling_source
-            if source is None:
-                return PullResult(note="no polling source")
-            if _uncacheable(state, source) and not context.fetch_uncacheable:
-                note = "source is uncacheable (it gave no ETag or date)"
-                return PullResult(blocks, rows, note, size)
-            system_time = context.now()
-            with scratch_dir(context.scratch, INGEST_PREFIX) as tmp:
-                work = Path(tmp)
-                context.progress("fetch")
-                try:
-                    fetched = fetch(
-                        source.fetch,
-                        prev_state=state.last_source_state,
-                        system_time=system_time,
-                        workdir=work,
-                        base_dir=context.base_dir,
-                        env=context.env,
-                        source_roots=context.source_roots,
-                        limits=context.download_limits,
-                    )
-                except SourceNotFoundError as e:
-                    if not _awaiting_first_file(state, source):
-                        raise
-                    return PullResult(blocks, rows, str(e), size)
-                except KeyboardInterrupt:
-                    # A download or a container cut by a stop has written nothing: the
-                    # iterations before it are whole, and kept as after the file at hand.
-                    if blocks and context.download_limits.stop():
-                        return PullResult(blocks, rows, STOPPED, size)
-                    raise
-                if isinstance(fetched, UpToDate):
-                    break
-                added, count, written = _ingest_file(
-                    dataset, state, context, source, fetched, system_time, work
-                )
-            blocks, rows, size = blocks + added, rows + count, size + written
-            if not fetched.has_more:
-                break
-            if context.download_limits.stop():
-                # Asked to stop (the first Ctrl-C or SIGTERM): each iteration is whole,
-                # so the run keeps those done; a backlog longer than any run otherwise
-                # never landed, every run redoing it and throwing it away.
-                return PullResult(blocks, rows, STOPPED, size)
-    return PullResult(blocks, rows, size=size)
+    """Ingest from the dataset's polling source until the source has nothing new.
+
+    Each iteration is committed whole or not at all. A failure in the first is raised,
+    the chain as it was; a failure after some were committed ends the pull with those
+    kept and the failure in ``PullResult.failure``, as a stop does (kamu commits each
+    iteration too): completed work is not thrown away because a later file is bad, and
+    the next run starts again from that file."""
+    done = PullResult()
+    while True:
+        try:
+            with all_or_nothing(dataset):
+                step, more = _poll_once(dataset, context)
+        except KeyboardInterrupt:
+            # A second stop, or a download or container cut by the first: the iteration
+            # at hand was taken back whole, and those before it are kept.
+            if done.blocks and context.download_limits.stop():
+                return replace(done, note=STOPPED)
+            raise
+        except Exception as error:
+            if not done.blocks:
+                raise
+            return replace(done, failure=error)
+        done = PullResult(
+            done.blocks + step.blocks, done.rows + step.rows, step.note, done.size + step.size
+        )
+        if not more:
+            return done
+        if context.download_limits.stop():
+            # Asked to stop (the first Ctrl-C or SIGTERM): each iteration is whole, so the
+            # run keeps those done; a backlog longer than any run otherwise never landed,
+            # every run redoing it and throwing it away.
+            return replace(done, note=STOPPED)
+
+
+def _poll_once(dataset: Dataset, context: IngestContext) -> tuple[PullResult, bool]:
+    """One iteration: what it committed, and whether the source may have more."""
+    state = dataset.state()
+    source = state.polling_source
+    if source is None:
+        return PullResult(note="no polling source"), False
+    if _uncacheable(state, source) and not context.fetch_uncacheable:
+        return PullResult(note="source is uncacheable (it gave no ETag or date)"), False
+    system_time = context.now()
+    with scratch_dir(context.scratch, INGEST_PREFIX) as tmp:
+        work = Path(tmp)
+        context.progress("fetch")
+        try:
+            fetched = fetch(
+                source.fetch,
+                prev_state=state.last_source_state,
+                system_time=system_time,
+                workdir=work,
+                base_dir=context.base_dir,
+                env=context.env,
+                source_roots=context.source_roots,
+                limits=context.download_limits,
+            )
+        except SourceNotFoundError as e:
+            if not _awaiting_first_file(state, source):
+                raise
+            return PullResult(note=str(e)), False
+        if isinstance(fetched, UpToDate):
+            return PullResult(), False
+        blocks, rows, size = _ingest_file(
+            dataset, state, context, source, fetched, system_time, work
+        )
+    return PullResult(blocks, rows, size=size), fetched.has_more
 
 
 def _awaiting_first_file(state: ChainState, source: models.SetPollingSource) -> bool:
