@@ -17,8 +17,31 @@ from __future__ import annotations
 import re
 
 from . import executor_watch
+from .sandbox import RECURSION_LEVELS
 
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
+# Spark's advice the reconciler does not let anyone follow, in words that can be followed:
+# a query may not raise MAX RECURSION LEVEL past ``sandbox.RECURSION_LEVELS``.
+_REWORDED = (
+    (
+        re.compile(
+            r"Recursion level limit (\d+) reached but query has not exhausted, try increasing"
+            r" it like 'WITH RECURSIVE t\(col\) MAX RECURSION LEVEL \d+'\."
+        ),
+        r"a recursive WITH went \1 levels deep and had not ended: a recursion may go at most"
+        f" {RECURSION_LEVELS} levels deep (MAX RECURSION LEVEL can lower that, not raise it),"
+        " so make it end sooner, e.g. with a WHERE on a level counter",
+    ),
+    (
+        re.compile(
+            r"Recursion row limit (\d+) reached but query has not exhausted, try setting a"
+            r" larger LIMIT value when querying the CTE relation\."
+        ),
+        r"a recursive WITH made \1 rows and had not ended, the most a recursion may make"
+        " (spark.sql.cteRecursionRowLimit): make it end sooner, e.g. with a WHERE on a level"
+        " counter",
+    ),
+)
 _ANSI_ADVICE = re.compile(
     r'\s*If necessary set "spark\.sql\.ansi\.enabled" to "false" to bypass this error\.'
 )
@@ -28,7 +51,13 @@ def first_line(text: str, fallback: str = "") -> str:
     """The first non-empty line of ``text`` without a trailing SQLSTATE or the advice
     to turn ANSI mode off; ``fallback`` when there is none."""
     lines = text.strip().splitlines()
-    return _SQLSTATE.sub("", _ANSI_ADVICE.sub("", lines[0])) if lines else fallback
+    return _reworded(_SQLSTATE.sub("", _ANSI_ADVICE.sub("", lines[0]))) if lines else fallback
+
+
+def _reworded(line: str) -> str:
+    for pattern, words in _REWORDED:
+        line = pattern.sub(words, line)
+    return line
 
 
 def describe(error: BaseException) -> str:
@@ -66,5 +95,5 @@ def _deepest_cause(text: str) -> str | None:
     ]
     if not causes:
         return None
-    cause = _SQLSTATE.sub("", causes[-1])
+    cause = _reworded(_SQLSTATE.sub("", causes[-1]))
     return cause if len(cause) <= _CAUSE_CHARS else cause[: _CAUSE_CHARS - 1] + "…"
