@@ -58,7 +58,7 @@ from ..odf import models
 from ..odf.timestamps import Timestamp
 from ..source_paths import FileUrlError, OutsideError, SourceRoots, file_url_path, glob_matches
 from ..wording import quoted
-from .http_deadline import Deadline
+from .http_deadline import POLL_SECONDS, Deadline
 
 __all__ = [
     "ContainerRuntimeError",
@@ -849,7 +849,6 @@ def _fetch_container(
 
 
 _GRACE_SECONDS = 10.0  # for the runtime's client to end once its container was killed
-_POLL_SECONDS = 0.2  # how soon a stop or a limit is noticed
 
 
 def _bounded(
@@ -869,7 +868,7 @@ def _bounded(
     try:
         while True:
             try:
-                return process.wait(timeout=_POLL_SECONDS)
+                return process.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 pass
             stopped, expired = limits.stop(), time.monotonic() >= end

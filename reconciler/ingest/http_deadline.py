@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-_POLL_SECONDS = 0.2  # how soon a stop is noticed
+POLL_SECONDS = 0.2  # how soon a stop (or a container past its limits) is noticed
 
 
 class Deadline:
@@ -71,7 +71,7 @@ class Deadline:
 
     def _watch_clock(self) -> None:
         end = time.monotonic() + self.seconds
-        while not self._done.wait(_POLL_SECONDS):
+        while not self._done.wait(POLL_SECONDS):
             stopped, expired = self.stop(), time.monotonic() >= end
             if stopped or expired:
                 with self._lock:
