@@ -372,6 +372,55 @@ def test_a_failing_dataset_exits_1_while_the_others_are_committed_and_pushed(
     assert sorted({f.split("/")[1] for f in pushed.stats.files}) == [A]
 
 
+def test_a_bad_file_in_a_backlog_lets_the_files_before_it_land_and_the_next_run_go_on(
+    tmp_path: Path,
+) -> None:
+    """The scheduled job commits what a failed pull kept (the files before the bad one)
+    and pushes it, exit 1; mended on main, the next run takes the bad file and the rest."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    seed = git.Repo(tmp_path / "seed")
+    for day, text in ((2, "a,b\n4,u\nfour,v\n"), (3, "a,b\n5,w\n")):
+        (tmp_path / "seed" / "sources" / "s0" / f"part-{day}.csv").write_text(text)
+    seed.git.add("sources")
+    seed.index.commit("two more files, the first of them bad")
+    seed.remote("origin").push("main").raise_if_error()
+    runner = tmp_path / "runner"
+    clone(origin, runner)
+    code, out, err = reconcile_and_push(runner)
+    assert code == 1, out + err
+    pushed = git.Repo(origin).commit("main")
+    assert pushed.summary == "reconcile: 1 dataset advanced (3 records), 1 failed"
+    body = str(pushed.message).split("\n\n")
+    assert body[1] == (
+        f"Advanced:\n- {A}: 6 blocks (4 metadata), 3 records, offsets 0-2, head"
+        f" {head_of(runner, A)}, then failed (below)"
+    )
+    assert body[2] == (
+        f"Failed:\n- {A}: read failed: ReadError: {runner}/sources/s0/part-2.csv: line 3:"
+        " malformed record: four,v: column a (BIGINT): 'four' is not a valid BIGINT; what the"
+        " files before it added is kept (3 records), and the next run starts again from this one"
+    )
+    seed.remote("origin").pull("main")
+    (tmp_path / "seed" / "sources" / "s0" / "part-2.csv").write_text("a,b\n4,u\n")
+    seed.git.add("sources")
+    seed.index.commit("mend the bad file")
+    seed.remote("origin").push("main").raise_if_error()
+    git.Repo(runner).remote("origin").pull("main")
+    code, out, err = reconcile_and_push(runner)
+    assert code == 0, out + err
+    fresh = tmp_path / "fresh"
+    clone(origin, fresh)
+    assert run(fresh, "verify", "--integrity").returncode == 0
+    chain = OdfRepository(fresh / "odf").dataset(A)
+    assert [r[:1] + r[3:] for t in slices(chain) for r in rows(t, "system_time")] == [
+        (0, 1, "x"),
+        (1, 2, "y"),
+        (2, 3, "z"),
+        (3, 4, "u"),
+        (4, 5, "w"),
+    ]
+
+
 def test_a_dirty_odf_folder_is_refused_before_anything_is_applied(tmp_path: Path) -> None:
     repo = GitOpsRepo.create(tmp_path / "repo")
     repo.write(A, root(A, "s0"))
