@@ -254,3 +254,99 @@ def test_submodules_where_files_are_are_named_not_a_crash(pull_request: tuple[Pa
     (root / "pyproject.toml").mkdir()
     code, output = cli(root, "plan")
     assert (code, output) == (1, f"error: {root / 'pyproject.toml'} is not a file\n")
+
+
+def merged(root: Path, message: str) -> None:
+    """Commit the working tree on the pull request's branch and merge it into main, as a
+    maintainer would; then a new pull request's branch from there."""
+    repo = git.Repo(root)
+    repo.git.add(A=True)
+    repo.index.commit(message)
+    repo.remote("origin").push("pr:main").raise_if_error()
+    repo.remote("origin").fetch()
+
+
+def test_chains_made_a_link_to_a_copy_merged_earlier_are_an_error(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """Journey 38: a first pull request copied odf/ to archive/ (no chain: nobody's
+    concern), a second made odf a link to archive. Every diff looked through the link,
+    and the plan said "2 unchanged, 0 errors" over chains any earlier pull request
+    could have forged."""
+    root, _ = pull_request
+    git.Repo(root).git.execute(["cp", "-r", "odf", "archive"])
+    merged(root, "keep a copy")
+    git.Repo(root).git.rm("-r", "-q", "odf")
+    (root / "odf").symlink_to("archive")
+    git.Repo(root).git.add(A=True)
+    git.Repo(root).index.commit("odf from the copy")
+    code, output = cli(root, "plan", "--base", "origin/main")
+    assert code == 1, output
+    assert (
+        "  odf: this pull request makes odf a symbolic link (to archive): git and the reviewer"
+        " see the link, but a run reads what it leads to. It is where the chains are, which"
+        " only the reconciler writes; restore it from the base branch"
+    ) in output.splitlines()
+
+
+def test_a_source_folder_made_a_link_to_an_edited_copy_is_an_error(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """An ingested file edited in place is an error; edited in a copy that the glob's
+    folder was made a link to, it read as deleted (a warning) and passed."""
+    root, _ = pull_request
+    copy = root / "copy"
+    copy.mkdir()
+    (copy / "1.csv").write_text("a,b\n1,x\n2,EDITED\n")
+    git.Repo(root).git.rm("-r", "-q", "sources")
+    (root / "sources").symlink_to("copy")
+    git.Repo(root).git.add(A=True)
+    git.Repo(root).index.commit("sources from the copy")
+    code, output = cli(root, "plan", "--base", "origin/main")
+    assert code == 1, output
+    assert (
+        "  sources: this pull request makes sources a symbolic link (to copy): git and the"
+        " reviewer see the link, but a run reads what it leads to. It is where"
+        f" {NAME} reads its source files; commit the files themselves"
+    ) in output.splitlines()
+
+
+def test_policies_or_settings_made_links_are_an_error_and_judged_as_the_base_has_them(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """Journey 38: ``policies`` made a link to a folder of the pull request's own rules
+    (or to one with none) was judged by those, since reading the base's ``policies``
+    followed the link into the base's copy of its target; ``pyproject.toml`` made a link
+    compared every setting with the defaults."""
+    root, _ = pull_request
+    (root / "policies").mkdir()
+    (root / "policies" / "naming.yaml").write_text(
+        "rules:\n  - id: names\n    severity: error\n    message: the base's rule\n"
+        "    name_pattern: '^com[.]'\n"
+    )
+    (root / "pyproject.toml").write_text("[tool.reconciler]\nmax_download_seconds = 15\n")
+    merged(root, "rules and settings")
+    (root / "mine").mkdir()
+    (root / "mine" / "none.yaml").write_text("policies: []\n")
+    (root / "settings.toml").write_text("[tool.reconciler]\nmax_download_seconds = 3600\n")
+    repo = git.Repo(root)
+    repo.git.rm("-r", "-q", "policies", "pyproject.toml")
+    (root / "policies").symlink_to("mine")
+    (root / "pyproject.toml").symlink_to("settings.toml")
+    repo.git.add(A=True)
+    repo.index.commit("our own rules")
+    code, output = cli(root, "plan", "--base", "origin/main")
+    assert code == 1, output
+    lines = output.splitlines()
+    for path, target, what in (
+        ("policies", "mine", "where the policies that judge pull requests are"),
+        ("pyproject.toml", "settings.toml", "the repository's settings"),
+    ):
+        assert (
+            f"  {path}: this pull request makes {path} a symbolic link (to {target}): git and"
+            " the reviewer see the link, but a run reads what it leads to. It is"
+            f" {what}; restore it from the base branch"
+        ) in lines
+    assert any("deletes the policy file naming.yaml" in line for line in lines), output
+    assert any("max_download_seconds rises from 15 to 3600 seconds" in line for line in lines)
+    assert any(line.startswith("  [names] ") for line in lines), output  # the base's rules

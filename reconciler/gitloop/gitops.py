@@ -46,6 +46,18 @@ class GitError(RuntimeError):
     """The repository or the base ref could not be read."""
 
 
+def in_checkout(top: Path, path: Path) -> str | None:
+    """``path`` relative to the checkout's (resolved) ``top`` as git names it, or None
+    outside it: the links on the way to the checkout are followed, none inside it. A pull
+    request that made ``odf`` a link to a folder it had filled earlier had every diff
+    look there, and the plan saw no change to the chains."""
+    absolute = Path(os.path.abspath(path))
+    for ancestor in reversed((absolute, *absolute.parents)):
+        if ancestor.resolve() == top:
+            return absolute.relative_to(ancestor).as_posix()
+    return None
+
+
 def changed_paths(repo_root: Path, base_ref: str, under: Path | None = None) -> set[Path]:
     """Files that differ between ``base_ref`` and the working tree, untracked ones included;
     with ``under``, only those in that folder (git then looks at nothing else: a plan
@@ -63,10 +75,10 @@ def changed_paths(repo_root: Path, base_ref: str, under: Path | None = None) -> 
     top = Path(repo.working_tree_dir or repo_root)
     specs: list[str] = []
     if under is not None:
-        try:
-            specs = [under.resolve().relative_to(top.resolve()).as_posix()]
-        except ValueError:
+        folder = in_checkout(top.resolve(), under)
+        if folder is None:
             return set()  # a folder outside the repository has no history to compare
+        specs = [folder]
     # The base against the index, then the index against the working tree: git 2.39
     # compares a commit with the working tree under a pathspec in time that grows with
     # the square of a folder's entries (a thousand manifests in datasets/: 8 s, where
@@ -137,9 +149,12 @@ def _object_at(repo_root: Path, ref: str, path: Path) -> git.Blob | git.Tree | N
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.BadName, ValueError) as e:
         raise GitError(f"cannot read {ref!r} in {repo_root}: {e}") from None
     top = Path(repo.working_tree_dir or repo_root).resolve()
+    inside = in_checkout(top, path)
+    if inside is None:
+        return None
     try:
-        found = tree / path.resolve().relative_to(top).as_posix()
-    except (KeyError, ValueError):
+        found = tree / inside
+    except KeyError:
         return None
     return found if isinstance(found, git.Blob | git.Tree) else None
 
@@ -179,9 +194,8 @@ def changed_files(
     except (git.BadName, ValueError) as e:
         raise GitError(f"unknown git ref {base_ref!r}: {e}") from None
     top = Path(repo.working_tree_dir or repo_root).resolve()
-    try:
-        folder = under.resolve().relative_to(top).as_posix()
-    except ValueError:
+    folder = in_checkout(top, under)
+    if folder is None:
         return []  # a folder outside the repository has no history to compare
     specs = [folder]
     if only:
@@ -207,6 +221,48 @@ def changed_files(
         for status, path in changes
         if not narrowed or not asked.isdisjoint(map(str, PurePosixPath(path).parents))
     )
+
+
+_LINK_MODE = "120000"
+
+
+def added_links(repo_root: Path, base_ref: str, folders: Sequence[Path]) -> list[tuple[str, str]]:
+    """The symbolic links the working tree adds or changes since it branched from
+    ``base_ref`` at, above or inside any of ``folders``, as (path as git names it, where
+    it leads). git and a reviewer see a link; a run reads what it leads to: a pull
+    request made ``odf`` a link to a copy of the chains it had changed in an earlier one,
+    and ``sources/orders`` a link to a copy with an ingested record changed."""
+    repo = _repo(repo_root)
+    try:
+        base = repo.commit(base_ref)
+    except (git.BadName, ValueError) as e:
+        raise GitError(f"unknown git ref {base_ref!r}: {e}") from None
+    top = Path(repo.working_tree_dir or repo_root).resolve()
+    inside = (in_checkout(top, folder) for folder in folders)
+    judged = [folder for folder in inside if folder is not None and folder != "."]
+    if not judged:
+        return []
+    tops = sorted({folder.split("/", 1)[0] for folder in judged})
+    since = next(iter(repo.merge_base(base, repo.head.commit)), base)
+    raw = repo.git.diff(since.hexsha, *_EVERY_PATH, "--raw", "-z", "--", *tops).split("\0")
+    paths = [
+        raw[i + 1]
+        for i in range(0, len(raw) - 1, 2)
+        if raw[i].split(" ")[1:2] == [_LINK_MODE] and not raw[i].endswith("D")
+    ]
+    untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *tops)
+    paths += [path for path in untracked.split("\0") if path and (top / path).is_symlink()]
+    return [
+        (path, os.readlink(top / path))
+        for path in sorted(set(paths))
+        if (top / path).is_symlink() and any(crosses(path, folder) for folder in judged)
+    ]
+
+
+def crosses(link: str, folder: str) -> bool:
+    """Whether a link at ``link`` is ``folder``, one of its parents, or inside it (both as
+    git names paths): the three places a link changes what reading ``folder`` reads."""
+    return link == folder or folder.startswith(link + "/") or link.startswith(folder + "/")
 
 
 _LISTED_AT_ONCE = 1000  # paths per ``git ls-tree``: a command line has its limits

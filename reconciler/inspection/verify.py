@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine.errors import describe
-from ..gitloop.gitops import changed_paths, file_at
+from ..gitloop.gitops import changed_paths, file_at, in_checkout, top_of
 from ..odf import models
 from ..odf.chain import ChainState
 from ..odf.integrity import Change, IntegrityProblem, inspect_change, inspect_dataset
@@ -92,7 +92,9 @@ def changes_since(repo: OdfRepository, repo_root: Path, base_ref: str) -> dict[s
     """What changed in each dataset's folder between ``base_ref`` and the working tree
     (untracked files included), with the head each had at ``base_ref``; datasets with no
     change are absent. Raises ``gitops.GitError`` for a ref git cannot read."""
-    root = repo.root.resolve()
+    top = top_of(repo_root)
+    inside = in_checkout(top, repo.root)
+    root = top / inside if inside is not None else repo.root.resolve()  # as git names it
     files: dict[str, tuple[set[str], set[str]]] = {}
     for path in changed_paths(repo_root, base_ref):
         if not path.is_relative_to(root) or path == root:

@@ -45,6 +45,7 @@ from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .csv_headers import plan_header_problems
 from .engine_settings_change import engine_setting_problems
 from .ignore_rules import chain_rule_problems, ignored_source_problems
+from .linked_paths import link_problems
 from .policy_change import policy_change_problems
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending, store_problems
@@ -298,6 +299,8 @@ def make_plan(
     if not pull_request:  # a pull request's checkout holds no file git ignores
         problems += ignored_source_problems(config, matched)
     touched = touched_sources(config, request.base_ref, globs, matched, actual)
+    if request.base_ref is not None:
+        problems += link_problems(config, request.base_ref, globs)
     options = PlanOptions(
         prune=request.prune,
         base_ref=request.base_ref,
