@@ -243,8 +243,9 @@ def _stored(ds: Dataset) -> set[str]:
 
 
 def _failed_pull_leaves_nothing(repo: GitOpsRepo, expected_message: str) -> None:
-    """The run fails with ``expected_message`` and, the dataset being new, nothing of it
-    is written: a new dataset is created with its first data or not at all."""
+    """The run fails with ``expected_message`` on the first file and, the dataset being
+    new, nothing of it is written: a new dataset is created with its first data or not
+    at all."""
     (result,) = reconcile(repo.root)
     assert result.status is Status.FAILED
     assert expected_message in result.message, result.message
@@ -252,7 +253,24 @@ def _failed_pull_leaves_nothing(repo: GitOpsRepo, expected_message: str) -> None
     assert not (repo.root / "odf" / NAME).exists()
 
 
-def test_a_malformed_csv_row_fails_the_pull_and_commits_nothing(tmp_path: Path) -> None:
+def _failed_pull_keeps_the_first_file(repo: GitOpsRepo, expected_message: str) -> None:
+    """The run fails with ``expected_message`` on the second file and keeps the first: the
+    dataset is created with it (its metadata, its schema and its data), as kamu keeps each
+    iteration it committed."""
+    (result,) = reconcile(repo.root)
+    assert result.status is Status.FAILED
+    assert expected_message in result.message, result.message
+    assert result.message.endswith(
+        "; what the files before it added is kept (1 record), and the next run starts again"
+        " from this one"
+    )
+    assert (result.data_blocks, result.rows) == (2, 1)  # SetDataSchema, AddData
+    assert [e.new_data is not None for e in data_events(dataset(repo))] == [True]
+
+
+def test_a_malformed_csv_row_in_a_later_file_fails_the_pull_keeping_the_file_before(
+    tmp_path: Path,
+) -> None:
     repo = make_repo(tmp_path, OBS)
     source(repo, "obs-1.csv", "observed_at,station,temp\n2020-01-01T10:00:00Z,b,2.5\n")
     source(
@@ -260,22 +278,24 @@ def test_a_malformed_csv_row_fails_the_pull_and_commits_nothing(tmp_path: Path) 
         "obs-2.csv",
         "observed_at,station,temp\n2020-01-02T00:00:00Z,a,1.0\n2020-01-02T01:00:00Z,a,warm\n",
     )
-    _failed_pull_leaves_nothing(repo, "obs-2.csv: line 3")
+    _failed_pull_keeps_the_first_file(repo, "obs-2.csv: line 3")
 
 
-def test_a_schema_change_between_files_fails_the_pull_and_commits_nothing(tmp_path: Path) -> None:
+def test_a_schema_change_in_a_later_file_fails_the_pull_keeping_the_file_before(
+    tmp_path: Path,
+) -> None:
     repo = make_repo(
         tmp_path, root_events(schema="null").replace("schema: null", "inferSchema: false")
     )
     source(repo, "a-1.csv", "a,b\n1,x\n")
     source(repo, "a-2.csv", "a,b,c\n2,y,z\n")
-    _failed_pull_leaves_nothing(
+    _failed_pull_keeps_the_first_file(
         repo,
         "a-2.csv: the data does not match the dataset's schema (SetDataSchema): column 'c' is not in the dataset's schema",
     )
-    # Once the file is fixed, a re-run ingests both files, exactly once.
+    # Once the file is fixed, a re-run ingests it, and each record is there exactly once.
     source(repo, "a-2.csv", "a,b\n2,y\n")
-    assert outcome(repo) == (Status.CREATED, "", 3, 2)
+    assert outcome(repo) == (Status.UPDATED, "", 1, 1)
     assert [rows(t, "system_time", "event_time") for t in slices(dataset(repo))] == [
         [(0, 0, "1", "x")],
         [(1, 0, "2", "y")],
