@@ -521,9 +521,10 @@ def test_a_selection_analyses_only_its_queries_and_those_it_reads(
 def interrupted(
     root: Path, *signals: signal.Signals, options: tuple[str, ...] = (), group: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """An apply of ``root`` (with ``options``) sent ``signals`` (half a second apart) once
-    its first dataset has started; with ``group``, to its whole process group, as a
-    terminal's Ctrl-C and ``timeout`` send them, so its git and JVM children get them too."""
+    """An apply of ``root`` (with ``options``) sent ``signals`` once its first dataset has
+    started, 1.5 s apart (closer, a second is the first's echo); with ``group``, to its
+    whole process group, as a terminal's Ctrl-C and ``timeout`` send them, so its git
+    children get them too."""
     running = subprocess.Popen(
         [sys.executable, "-m", "reconciler", "-C", str(root), "--system-time", WHEN, *options],
         stdout=subprocess.PIPE,
@@ -536,7 +537,7 @@ def interrupted(
     for line in running.stdout:
         if line.endswith(f"START {A}\n"):
             for number, sent in enumerate(signals):
-                time.sleep(0.5 if number else 0)
+                time.sleep(1.5 if number else 0)
                 if group:
                     os.killpg(running.pid, sent)
                 else:

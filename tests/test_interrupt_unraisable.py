@@ -32,3 +32,17 @@ def test_a_second_ctrl_c_python_could_not_raise_is_delivered_again() -> None:
         assert printed == [other]
     finally:
         sys.unraisablehook = before
+
+
+def test_the_same_stop_sent_twice_at_once_is_one_stop() -> None:
+    """GNU timeout, the workflow's time box, signals the reconciler and then its process
+    group, the reconciler included: taken as a second Ctrl-C, it threw the pull at hand
+    away. A second signal within a second of the first is the same stop; a later one
+    stops at once."""
+    with interrupt.at_boundaries():
+        interrupt._handle(2, None)
+        interrupt._handle(2, None)  # the echo: no KeyboardInterrupt
+        assert interrupt.requested()
+        interrupt._stop.at -= 1.5  # as if the first came 1.5 s ago
+        with pytest.raises(KeyboardInterrupt):
+            interrupt._handle(2, None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -24,6 +25,14 @@ from types import FrameType
 class _Stop:
     requested = False
     active = False
+    at = 0.0  # when the first signal came (time.monotonic)
+
+
+_ECHO_SECONDS = 1.0
+"""A second signal this soon after the first is the same stop, sent twice: GNU timeout
+(the workflow's time box) signals the reconciler, then its whole process group, which
+holds the reconciler too; taken as "Ctrl-C again", it threw the pull at hand away. A
+person pressing Ctrl-C again to stop at once does so later than that."""
 
 
 _stop = _Stop()
@@ -36,8 +45,10 @@ def requested() -> bool:
 
 def _handle(signum: int, frame: FrameType | None) -> None:
     if _stop.requested:
+        if time.monotonic() - _stop.at < _ECHO_SECONDS:
+            return
         raise KeyboardInterrupt
-    _stop.requested = True
+    _stop.requested, _stop.at = True, time.monotonic()
     again = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
     sys.stderr.write(
         f"stopping at the next safe point, keeping what is done ({again} again to stop at once)\n"
@@ -56,6 +67,7 @@ def _unraisable(hook: Callable[[sys.UnraisableHookArgs], object]) -> Callable[..
 
     def handle(unraisable: sys.UnraisableHookArgs) -> None:
         if unraisable.exc_type is KeyboardInterrupt and _stop.active:
+            _stop.at = float("-inf")  # a second stop already, however soon it came
             signal.raise_signal(signal.SIGINT)
             return
         hook(unraisable)
