@@ -6,6 +6,7 @@ import base64
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -1072,7 +1073,9 @@ def test_a_container_s_image_and_entrypoint_are_never_read_as_runtime_options(
 # A runtime whose container runs until it is killed by name (``docker kill NAME``), or
 # writes without end with WRITE set; records each kill.
 ENDLESS_RUNTIME = """#!/bin/sh
-if [ "$1" = kill ]; then echo "$2" >> "$LOG/killed"; kill "$(cat "$LOG/$2")"; exit 0; fi
+if [ "$1" = kill ]; then
+  sleep "${KILL_DELAY:-0}"; echo "$2" >> "$LOG/killed"; kill "$(cat "$LOG/$2")"; exit 0
+fi
 echo $$ > "$LOG/$4"
 if [ -n "$WRITE" ]; then exec yes 0123456789; fi
 exec sleep 600
@@ -1111,6 +1114,30 @@ def test_a_container_is_killed_at_its_limits_and_at_the_first_stop(
     assert str(e.value) == (
         f"container busybox:latest {reason} in [tool.reconciler]); it was stopped"
     )
+
+
+def test_a_signal_during_the_kill_of_a_container_waits_for_the_kill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second Ctrl-C (or a process-group signal's echo) while ``docker kill`` ran cut
+    it short: the container went on running after the run had ended. The signal is held
+    until the container is killed, then raised."""
+    log = fake_runtime(tmp_path, monkeypatch, ENDLESS_RUNTIME)
+    monkeypatch.setenv("KILL_DELAY", "1.5")
+    began = time.monotonic()
+    limits = DownloadLimits(stop=lambda: time.monotonic() > began + 1)
+    second = threading.Timer(1.8, os.kill, (os.getpid(), signal.SIGINT))
+    second.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fetch_url(container_step(), tmp_path, limits=limits)
+    finally:
+        second.cancel()
+    (name,) = (log / "killed").read_text().split()
+    container = int((log / name).read_text())
+    state = Path(f"/proc/{container}/stat")
+    assert not state.exists() or state.read_text().split()[2] == "Z"  # ended
+    assert work_files(tmp_path) == []
 
 
 def _docker_daemon_up() -> bool:

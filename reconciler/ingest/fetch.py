@@ -895,14 +895,34 @@ def _bounded(
 
 
 def _end_container(process: subprocess.Popen[bytes], kill: list[str]) -> None:
-    """Kill the container by name, then wait for its client (killed too if it lingers)."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(kill, capture_output=True, timeout=_GRACE_SECONDS, check=False)
-    try:
-        process.wait(timeout=_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    """Kill the container by name, then wait for its client (killed too if it lingers).
+
+    A Ctrl-C or SIGTERM meanwhile (the second, or its echo from a process-group signal)
+    is held until both are done, then raised: it cut ``docker kill`` short, which left
+    the container running, and the run ended as if it had stopped it."""
+    interrupted = False
+    with contextlib.suppress(OSError):
+        killer = subprocess.Popen(kill, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        interrupted = _wait_out(killer)
+    interrupted = _wait_out(process) or interrupted
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def _wait_out(child: subprocess.Popen[bytes]) -> bool:
+    """Wait for ``child``, killing it past ``_GRACE_SECONDS``; whether a
+    ``KeyboardInterrupt`` came meanwhile (it is held, not raised)."""
+    interrupted = False
+    end = time.monotonic() + _GRACE_SECONDS
+    while True:
+        try:
+            child.wait(timeout=max(0.0, end - time.monotonic()))
+            return interrupted
+        except subprocess.TimeoutExpired:
+            child.kill()
+            end = float("inf")
+        except KeyboardInterrupt:
+            interrupted = True
 
 
 def _env_file(variables: Mapping[str, str], workdir: Path, origin: str) -> Path:
