@@ -23,7 +23,7 @@ import git
 import pytest
 from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from test_cli_apply import run
-from test_cli_conventions import interrupted
+from test_cli_conventions import interrupted, normal
 
 from reconciler.apply.outcome import Outcome, Status
 from reconciler.gitloop.gitops import attribute_source, converted_paths
@@ -203,9 +203,11 @@ def test_a_run_whose_push_lost_the_race_moves_to_the_remote_tip_and_finds_nothin
     assert_remote_valid_with_each_record_once(origin, tmp_path / "fresh")
 
 
-def readme_pushed_after_first_commit(runner: Path, person: git.Repo) -> None:
-    """Between the first commit in ``runner`` and its push, ``person`` pushes a README to
-    main (once): a race the run loses."""
+def readme_pushed_after_first_commit(
+    runner: Path, person: git.Repo, path: str = "README.md"
+) -> None:
+    """Between the first commit in ``runner`` and its push, ``person`` pushes a README (or
+    another file at ``path``) to main (once): a race the run loses."""
     marker = runner.parent / f"{runner.name}.raced"
     hook = runner / ".git" / "hooks" / "post-commit"
     hook.write_text(
@@ -213,8 +215,8 @@ def readme_pushed_after_first_commit(runner: Path, person: git.Repo) -> None:
         f"[ -e {marker} ] && exit 0\n"
         f"touch {marker}\n"
         "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n"
-        f"cd {person.working_tree_dir} && echo '# Data' > README.md && git add README.md &&"
-        " git commit -q -m 'README' && git push -q origin main\n"
+        f"cd {person.working_tree_dir} && mkdir -p $(dirname {path}) && echo '# Data' > {path}"
+        f" && git add {path} && git commit -q -m 'README' && git push -q origin main\n"
     )
     hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
 
@@ -298,9 +300,11 @@ def test_two_runs_racing_a_rename_converge_without_a_false_alarm(tmp_path: Path)
     assert fresh.commit("main").summary == "reconcile: 1 renamed"
 
 
-def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_new_tip(
+def test_a_readme_commit_pushed_during_a_run_has_its_commit_carried_onto_the_new_tip(
     tmp_path: Path,
 ) -> None:
+    """The remote's new commit leaves the chains alone: the run's commit goes on top of it
+    as it is, where the run used to throw its work away and do it all again."""
     origin = remote_with(tmp_path, {A: CSV_A})
     person = clone(origin, tmp_path / "person")
     runner = tmp_path / "runner"
@@ -309,9 +313,12 @@ def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_n
 
     code, out, err = reconcile_and_push(runner)
     assert code == 0, out + err
-    assert err == (
-        "push rejected: the remote moved; reconciling again from origin/main (attempt 2 of 4)\n"
-    )
+    assert err == "push rejected: the remote moved; going on from origin/main (attempt 2 of 4)\n"
+    # done once: the second attempt, on the carried commit, finds nothing left
+    assert [line for line in normal(out) if line.startswith("HH:MM:SS OK")] == [
+        f"HH:MM:SS OK    {A} created: 6 blocks (4 metadata), 3 records in N s",
+        f"HH:MM:SS OK    {A} up to date in N s",
+    ]
     assert [c.summary for c in git.Repo(origin).iter_commits("main")] == [
         "reconcile: 1 dataset advanced (3 records)",
         "README",
@@ -321,10 +328,15 @@ def test_a_readme_commit_pushed_during_a_run_makes_it_reconcile_again_from_the_n
     assert_remote_valid_with_each_record_once(origin, tmp_path / "fresh")
 
 
-def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(tmp_path: Path) -> None:
+@pytest.mark.parametrize("raced", ["", "README.md", "odf/NOTES"])
+def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(
+    tmp_path: Path, raced: str
+) -> None:
     """A CI runner's cancel sends SIGINT, and throws the checkout away: the commit of what
     finished was kept local ("committed, not pushed"), so a backlog longer than the job
-    never landed. A stop ends a pull after the file at hand, and what is done is pushed."""
+    never landed. A stop ends a pull after the file at hand, and what is done is pushed,
+    also when a README was pushed meanwhile (it was kept local then: "the remote
+    moved")."""
     origin = remote_with(tmp_path, {A: CSV_A})
     seed = git.Repo(tmp_path / "seed")
     for day in (2, 3):
@@ -333,14 +345,26 @@ def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(tmp_path: Pa
     seed.index.commit("two more files")
     seed.remote("origin").push("main").raise_if_error()
     clone(origin, tmp_path / "runner")
+    if raced:
+        person = clone(origin, tmp_path / "person")
+        readme_pushed_after_first_commit(tmp_path / "runner", person, raced)
     # To the process group, as GitHub's cancel and the workflow's ``timeout`` send it: the
     # git processes GitPython keeps went with it, and the commit died of a broken pipe.
     scheduled = ("--commit", "--push")
     done = interrupted(tmp_path / "runner", signal.SIGINT, options=scheduled, group=True)
+    if raced.startswith("odf/"):  # as if another run had advanced the chains meanwhile
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.splitlines()[-1] == (
+            "interrupted: committed, not pushed: the remote's new commits advanced"
+            " the chains too; the next run does this run's work again"
+        )
+        assert git.Repo(origin).commit("main").summary == "README"
+        return
     assert done.returncode == 130, done.stderr
     assert f"interrupted: stopped after {A}; every chain is valid" in done.stderr
     pushed = git.Repo(origin).commit("main")
     assert pushed.summary == "reconcile: 1 dataset advanced (3 records)"
+    assert pushed.parents[0].summary == ("README" if raced else "two more files")
     fresh = tmp_path / "fresh"
     git.Repo.clone_from(str(origin), fresh)
     assert run(fresh, "verify", "--integrity").returncode == 0

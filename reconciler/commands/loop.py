@@ -5,7 +5,9 @@ attempt reconciles, commits the ODF folder with a message saying what moved (the
 datasets that succeeded are committed even when others failed: the exit code still says
 1), and pushes. A push the remote rejected because it moved sends the run to the
 remote's tip to reconcile again, up to ``--push-retries`` times, with exponential backoff
-and jitter; each retry is said on stderr.
+and jitter; each retry is said on stderr. When the remote's new commits left the chains
+alone, the run's commits are carried onto its tip first (``push.carry_over``), so the
+next attempt has only what those commits changed left to do.
 """
 
 from __future__ import annotations
@@ -121,18 +123,29 @@ def converge(
             if tip is None:
                 session.say(f"pushed {tree.head()[:12]} to {upstream}", err=as_json)
                 return attempt
+            carried = push.carry_over(tree, tip)
             if stopped:
-                session.say("interrupted: committed; the remote moved, so not pushed", err=True)
+                if carried and push.push(tree, upstream, tip) is None:
+                    said = f"pushed {tree.head()[:12]} to {upstream}, after its new commits"
+                    session.say(said, err=as_json)
+                    return attempt
+                attempt.result.error = (
+                    "interrupted: committed, not pushed: the remote's new commits advanced"
+                    " the chains too; the next run does this run's work again"
+                )
+                attempt.code = EXIT_FAILED
                 return attempt
             if number == attempts:
                 break
+            again = "going on" if carried else "reconciling again"
             typer.echo(
-                f"push rejected: the remote moved; reconciling again from {upstream} "
+                f"push rejected: the remote moved; {again} from {upstream} "
                 f"(attempt {number + 1} of {attempts})",
                 err=True,
             )
             time.sleep(push.backoff(number, rng))
-            push.move_to(tree, tip)
+            if not carried:
+                push.move_to(tree, tip)
         except (push.PushError, RefusedError) as e:
             attempt.result.error = str(e)
             attempt.code = EXIT_INTERRUPTED if stopped else EXIT_FAILED

@@ -3,9 +3,12 @@
 Two runs, or a run and a person, may both have moved the branch since the run's checkout.
 Blocks of two chains are never merged or rebased: each chain's blocks link by hash, so
 two runs' blocks cannot be interleaved, and a dataset another run advanced is simply
-recomputed. So a rejected push discards the local reconcile commit, fetches, resets to
-the remote's tip and lets the caller reconcile again (reconcile is idempotent: whatever
-the other run already did is left to do no more).
+recomputed. So when a push is rejected because the remote's new commits changed the
+chains, the local reconcile commit is discarded: the run fetches, resets to the remote's
+tip and lets the caller reconcile again (reconcile is idempotent: whatever the other run
+already did is left to do no more). When they left the chains alone (a merged pull
+request, a README edit), the run's commits are carried onto the tip instead
+(``carry_over``), with nothing recomputed.
 
 The branch pushed to is the current branch's upstream (``branch.<name>.remote`` and
 ``branch.<name>.merge``), else ``origin`` and the current branch's own name.
@@ -13,6 +16,7 @@ The branch pushed to is the current branch's upstream (``branch.<name>.remote`` 
 
 from __future__ import annotations
 
+import contextlib
 import random
 import subprocess
 from dataclasses import dataclass
@@ -146,6 +150,30 @@ def move_to(tree: Worktree, tip: str) -> None:
     if left:
         raise RefusedError(f"cannot move to the remote's tip: uncommitted changes to {left[0]}")
     tree.repo.git.reset("--hard", "--quiet", tip)
+
+
+def carry_over(tree: Worktree, tip: str) -> bool:
+    """Put this checkout's unpushed commits on top of ``tip`` when the remote's new
+    commits leave the ODF folder alone (a merged pull request, a README edit); whether
+    it did. The chains are then as this run left them, extending the heads they had, and
+    the commits apply unchanged, as if this run had pushed just before those commits: a
+    README edit merged during a long run made it throw its work away and do it again,
+    and a stopped run (which does no more work) pushed nothing. Not when the remote's
+    commits touch the ODF folder (another run advanced the chains: a chain is
+    recomputed, never merged), nor when any commit to carry is not a reconcile run's."""
+    repo = tree.repo
+    since = next(iter(repo.merge_base(tip, repo.head.commit)), None)
+    if since is None or repo.git.diff("--name-only", since.hexsha, tip, "--", tree.odf):
+        return False
+    if not all(_ours(c, tree.odf) for c in repo.iter_commits(f"{since.hexsha}..HEAD")):
+        return False
+    try:
+        repo.git.rebase("--quiet", "--no-verify", tip)
+    except git.GitCommandError:
+        with contextlib.suppress(git.GitCommandError):
+            repo.git.rebase("--abort")
+        return False
+    return True
 
 
 def backoff(attempt: int, rng: random.Random) -> float:
