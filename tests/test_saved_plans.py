@@ -84,7 +84,14 @@ def test_a_saved_plan_records_fingerprints_of_manifests_policies_heads_and_versi
 ) -> None:
     repo, path = saved
     fingerprints = json.loads(path.read_text())["fingerprints"]
-    assert sorted(fingerprints) == ["heads", "manifests", "policies", "reconcilerVersion"]
+    assert sorted(fingerprints) == [
+        "heads",
+        "manifests",
+        "policies",
+        "reconcilerVersion",
+        "settings",
+    ]
+    assert fingerprints["settings"] == sha256("{}")  # no [tool.reconciler]: the defaults
     assert fingerprints["reconcilerVersion"] == "0.1.0"
     assert fingerprints["manifests"] == {
         f"datasets/{A}.yaml": sha256(described("Readings, corrected")),
@@ -118,6 +125,23 @@ def test_a_saved_plan_whose_policy_file_changed_is_refused(saved: tuple[GitOpsRe
     repo, path = saved
     (repo.root / "policies" / "metadata.yaml").write_text(POLICY.replace("error", "warning"))
     assert_refused(repo, path, "policy file policies/metadata.yaml changed")
+
+
+def test_a_saved_plan_is_refused_once_the_settings_changed(saved: tuple[GitOpsRepo, Path]) -> None:
+    """Journey 38: a Spark option committed after the plan was saved (one that made the
+    JVM write a file of its choosing) was applied with it; Terraform's saved plan pins
+    its configuration too. The rest of pyproject.toml is not the reconciler's."""
+    repo, path = saved
+    pyproject = repo.root / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "data"\nversion = "2"\n')
+    other = run(repo.root, "plan", "--format", "json", "--out", str(repo.root.parent / "o.json"))
+    assert json.loads((repo.root.parent / "o.json").read_text())["fingerprints"]["settings"] == (
+        sha256("{}")
+    ), other.stderr
+    pyproject.write_text(
+        '[tool.reconciler.spark.conf]\n"spark.driver.extraJavaOptions" = "-Xlog:gc:file=/tmp/x"\n'
+    )
+    assert_refused(repo, path, "the settings changed: [tool.reconciler] in pyproject.toml")
 
 
 def test_a_saved_plan_is_refused_when_a_chain_head_moved(saved: tuple[GitOpsRepo, Path]) -> None:

@@ -1,7 +1,8 @@
 """What a plan was computed from: the facts a saved plan must still match to be applied.
 
-A plan is a function of the manifests, the policies that judged them, the chains' heads
-and the reconciler's code (and, for a pull request, of the base commit). Each is
+A plan is a function of the manifests, the policies that judged them, the chains' heads,
+the repository's settings and the reconciler's code (and, for a pull request, of the
+base commit). Each is
 fingerprinted (sha256 of files, the head multihash of chains, the version and commit as
 they are) so that ``reconcile apply PLAN`` can name every one that moved.
 """
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import tempfile
+import tomllib
 from pathlib import Path
 
 from ..config import RepoConfig, shown_path
@@ -47,7 +50,17 @@ def take(config: RepoConfig, base_ref: str | None) -> Fingerprints:
         policies=_policies(config, base_ref),
         heads=heads,
         base_commit=base_commit,
+        settings=_settings(config),
     )
+
+
+def _settings(config: RepoConfig) -> str:
+    """sha256 of ``[tool.reconciler]`` as JSON with sorted keys: the rest of
+    ``pyproject.toml`` (a project's version, its linters) does not make a plan stale."""
+    pyproject = config.root / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    table = tomllib.loads(text).get("tool", {}).get("reconciler", {})
+    return _sha256(json.dumps(table, sort_keys=True, default=str).encode())
 
 
 def _head(odf: OdfRepository, name: str) -> str | None:
@@ -69,6 +82,8 @@ def differences(saved: Fingerprints, current: Fingerprints) -> list[str]:
         found.append(
             f"the base ref moved: planned at {saved.base_commit}, now {current.base_commit}"
         )
+    if saved.settings is not None and saved.settings != current.settings:
+        found.append("the settings changed: [tool.reconciler] in pyproject.toml")
     if saved.reconciler_version != current.reconciler_version:
         found.append(
             f"reconciler version {saved.reconciler_version} planned, "

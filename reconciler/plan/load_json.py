@@ -74,6 +74,7 @@ def load_fingerprints(f: dict[str, Any]) -> Fingerprints:
         policies=tuple(f["policies"].items()),
         heads=tuple(f["heads"].items()),
         base_commit=f.get("baseCommit"),
+        settings=f.get("settings"),
     )
 
 

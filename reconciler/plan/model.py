@@ -226,14 +226,17 @@ class Recreate:
 class Fingerprints:
     """Everything a plan was computed from, so that a saved plan is refused once any of it
     moved: the sha256 of each manifest and policy file (by path relative to the repository
-    root), each chain's head (by dataset), the reconciler's version, and the base ref's
-    commit when the plan was compared with one."""
+    root), each chain's head (by dataset), the reconciler's version, the base ref's commit
+    when the plan was compared with one, and the repository's settings."""
 
     reconciler_version: str
     manifests: tuple[tuple[str, str], ...] = ()
     policies: tuple[tuple[str, str], ...] = ()
     heads: tuple[tuple[str, str], ...] = ()
     base_commit: str | None = None
+    settings: str | None = None
+    """sha256 of ``[tool.reconciler]`` as canonical JSON (None in plans saved before it
+    was taken): Spark's options, the sources' allow-list and the fetch limits apply too."""
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ def _fingerprints(fingerprints: Fingerprints) -> dict[str, Any]:
         {
             "reconcilerVersion": fingerprints.reconciler_version,
             "baseCommit": fingerprints.base_commit,
+            "settings": fingerprints.settings,
             "manifests": dict(fingerprints.manifests),
             "policies": dict(fingerprints.policies),
             "heads": dict(fingerprints.heads),
