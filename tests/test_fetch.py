@@ -503,6 +503,19 @@ def test_a_secret_is_masked_percent_encoded_and_escaped_too(server: Server, tmp_
     )
 
 
+def test_a_template_value_a_url_cannot_hold_is_percent_encoded(
+    server: Server, tmp_path: Path
+) -> None:
+    """A value with a space or a non-ASCII letter stopped the fetch in http.client's words
+    (``'ascii' codec can't encode character '\\xe9' in position 15``), a piece of the
+    secret shown; kamu's URL parser percent-encodes them, and so does the fetch now."""
+    server.routes["/q"] = lambda path, headers: Reply(200, b"a,b\n1,x\n")
+    step = url_step(server.url("/q") + "?key=${{ env.KEY }}")
+    fetched = fetch_url(step, tmp_path, env={"KEY": 'pä ss"<x>'})
+    assert isinstance(fetched, Fetched)
+    assert server.requests[-1][0] == "/q?key=p%C3%A4%20ss%22%3Cx%3E"
+
+
 @pytest.mark.parametrize(
     ("secret", "padding"),
     [("wJalrXUtnFEMI/K7MDENGbPxRfiCYEXAMPLEKEY", 280), ("tok  en   With  spaces", 10)],

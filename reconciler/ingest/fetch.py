@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 from .. import container_refs, http_headers
 from ..env_templates import TemplateError, resolve_env_tracked
@@ -259,6 +259,7 @@ def _fetch_url(
         path = _file_url_path(step.url, url, base_dir, roots, secrets)
         return _fetch_file(path, step.event_time, prev, system_time, secrets)
     if scheme in ("http", "https"):
+        url = _percent_encoded(url)
         with Deadline(limits.seconds, limits.stop) as deadline:
             return _fetch_http(
                 step, url, secrets, prev, system_time, workdir, env, limits, deadline
@@ -268,6 +269,17 @@ def _fetch_url(
         f"{origin}: unsupported URL scheme {scheme!r} (http, https and file are supported)",
         origin=origin,
     )
+
+
+_NOT_IN_URLS = re.compile(r'[^\x21-\x7e]|["<>\\^`{|}]')
+
+
+def _percent_encoded(url: str) -> str:
+    """``url`` with what a URL cannot hold as it is (a space, a control, a non-ASCII
+    letter, a quote) percent-encoded as UTF-8, as kamu's URL parser (WHATWG's) does: a
+    template's value with ``é`` or a space stopped the fetch with http.client's words,
+    which quoted the character, and so a piece of the secret a template had put there."""
+    return _NOT_IN_URLS.sub(lambda m: quote(m.group(), safe=""), url)
 
 
 def _display_url(url: str, secrets: list[str]) -> str:
