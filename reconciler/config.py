@@ -178,6 +178,12 @@ def _walk(
                 yield from _walk(path, inner, repository, datasets, seen, (*ancestors, inner))
             elif is_manifest and entry.is_file(follow_symlinks=False):
                 yield path, None
+            elif entry.name.lower().endswith(MANIFEST_SUFFIXES):
+                # datasets/Orders.YAML was passed over without a word: no dataset, no error
+                yield (
+                    path,
+                    f"a manifest's name ends in {' or '.join(MANIFEST_SUFFIXES)}, in lower case",
+                )
             continue
         try:
             target = repository.confine(path)

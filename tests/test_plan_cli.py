@@ -67,6 +67,23 @@ def test_detailed_exit_codes_are_2_for_changes_0_for_none_and_1_for_errors(
     assert reconcile(repo, "--plan").returncode == 1
 
 
+def test_a_manifest_whose_suffix_is_not_lower_case_is_an_error_not_passed_over(
+    repo: GitOpsRepo,
+) -> None:
+    """``datasets/Orders.YAML`` was not read and not reported: the dataset never came."""
+    (repo.root / "datasets" / "org.example.a.YAML").write_text(
+        manifest("org.example.a", "Root", root_events())
+    )
+    (repo.root / "datasets" / "notes.txt").write_text("not a manifest, and not one by name")
+    bad = reconcile(repo, "--plan")
+    assert bad.returncode == 1
+    assert (
+        "  datasets/org.example.a.YAML: not read: a manifest's name ends in .yaml or .yml, in"
+        " lower case"
+    ) in bad.stdout.splitlines()
+    assert "notes.txt" not in bad.stdout
+
+
 def test_json_plan_follows_its_schema_and_out_writes_a_file(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     code, document = plan_json(repo, "--detailed-exitcode")
