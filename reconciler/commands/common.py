@@ -186,27 +186,15 @@ class Session:
     @contextmanager
     def engine_start(self) -> Iterator[None]:
         """Around code that may start the JVM: its standard error goes nowhere unless
-        ``-v`` (the JVM inherits the descriptor when it starts and keeps it), and the
-        Ctrl-C handler pyspark installs is replaced by ours again afterwards."""
-        from ..engine.session import spark_started
+        ``-v`` (``session.jvm_quiet``), and the Ctrl-C handler pyspark installs is
+        replaced by ours again afterwards."""
+        from ..engine.session import jvm_quiet
 
-        if self.verbose or spark_started():
+        with contextlib.nullcontext() if self.verbose else jvm_quiet():
             try:
                 yield
             finally:
                 interrupt.restore()
-            return
-        sys.stderr.flush()
-        saved = os.dup(2)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(devnull)
-            interrupt.restore()
 
     def override(
         self, system_time: str | None, fetch_uncacheable: bool, lock_timeout: float | None = None

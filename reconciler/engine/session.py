@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import tomllib
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -224,6 +226,21 @@ def java_available() -> bool:
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
+_jvm_quiet = False
+
+
+@contextmanager
+def jvm_quiet() -> Iterator[None]:
+    """While inside, a JVM that starts sends its standard error (its banner, its log
+    lines, its Python workers') nowhere, for the rest of its life. Only the JVM's: the
+    process's own standard error was pointed at /dev/null instead, and a Ctrl-C while
+    Spark started said nothing of the stop it had asked for."""
+    global _jvm_quiet
+    _jvm_quiet = True
+    try:
+        yield
+    finally:
+        _jvm_quiet = False
 
 
 def spark_started() -> bool:
@@ -295,7 +312,8 @@ def _launch_gateway_alone(settings: SparkSettings, conf: dict[str, str]) -> None
         return
     spark_conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
     spark_conf.setAll(list(conf.items()))
-    gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+    quiet = {"stderr": subprocess.DEVNULL} if _jvm_quiet else {}
+    gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True, **quiet})
     SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
 
 
