@@ -266,6 +266,20 @@ def merged(root: Path, message: str) -> None:
     repo.remote("origin").fetch()
 
 
+def planned_with_links(root: Path, links: dict[str, str]) -> list[str]:
+    """The plan's lines (exit 1) once a pull request replaced each path of ``links`` by a
+    symbolic link to its value."""
+    repo = git.Repo(root)
+    repo.git.rm("-r", "-q", *links)
+    for path, target in links.items():
+        (root / path).symlink_to(target)
+    repo.git.add(A=True)
+    repo.index.commit("links")
+    code, output = cli(root, "plan", "--base", "origin/main")
+    assert code == 1, output
+    return output.splitlines()
+
+
 def test_chains_made_a_link_to_a_copy_merged_earlier_are_an_error(
     pull_request: tuple[Path, Path],
 ) -> None:
@@ -276,17 +290,11 @@ def test_chains_made_a_link_to_a_copy_merged_earlier_are_an_error(
     root, _ = pull_request
     git.Repo(root).git.execute(["cp", "-r", "odf", "archive"])
     merged(root, "keep a copy")
-    git.Repo(root).git.rm("-r", "-q", "odf")
-    (root / "odf").symlink_to("archive")
-    git.Repo(root).git.add(A=True)
-    git.Repo(root).index.commit("odf from the copy")
-    code, output = cli(root, "plan", "--base", "origin/main")
-    assert code == 1, output
     assert (
         "  odf: this pull request makes odf a symbolic link (to archive): git and the reviewer"
         " see the link, but a run reads what it leads to. It is where the chains are, which"
         " only the reconciler writes; restore it from the base branch"
-    ) in output.splitlines()
+    ) in planned_with_links(root, {"odf": "archive"})
 
 
 def test_a_source_folder_made_a_link_to_an_edited_copy_is_an_error(
@@ -298,17 +306,11 @@ def test_a_source_folder_made_a_link_to_an_edited_copy_is_an_error(
     copy = root / "copy"
     copy.mkdir()
     (copy / "1.csv").write_text("a,b\n1,x\n2,EDITED\n")
-    git.Repo(root).git.rm("-r", "-q", "sources")
-    (root / "sources").symlink_to("copy")
-    git.Repo(root).git.add(A=True)
-    git.Repo(root).index.commit("sources from the copy")
-    code, output = cli(root, "plan", "--base", "origin/main")
-    assert code == 1, output
     assert (
         "  sources: this pull request makes sources a symbolic link (to copy): git and the"
         " reviewer see the link, but a run reads what it leads to. It is where"
         f" {NAME} reads its source files; commit the files themselves"
-    ) in output.splitlines()
+    ) in planned_with_links(root, {"sources": "copy"})
 
 
 def test_policies_or_settings_made_links_are_an_error_and_judged_as_the_base_has_them(
@@ -329,15 +331,8 @@ def test_policies_or_settings_made_links_are_an_error_and_judged_as_the_base_has
     (root / "mine").mkdir()
     (root / "mine" / "none.yaml").write_text("policies: []\n")
     (root / "settings.toml").write_text("[tool.reconciler]\nmax_download_seconds = 3600\n")
-    repo = git.Repo(root)
-    repo.git.rm("-r", "-q", "policies", "pyproject.toml")
-    (root / "policies").symlink_to("mine")
-    (root / "pyproject.toml").symlink_to("settings.toml")
-    repo.git.add(A=True)
-    repo.index.commit("our own rules")
-    code, output = cli(root, "plan", "--base", "origin/main")
-    assert code == 1, output
-    lines = output.splitlines()
+    lines = planned_with_links(root, {"policies": "mine", "pyproject.toml": "settings.toml"})
+    output = "\n".join(lines)
     for path, target, what in (
         ("policies", "mine", "where the policies that judge pull requests are"),
         ("pyproject.toml", "settings.toml", "the repository's settings"),
