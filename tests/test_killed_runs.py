@@ -183,9 +183,11 @@ def test_a_run_killed_before_its_commit_has_its_verified_work_committed_by_the_n
     ]
 
 
-def test_a_local_commit_of_a_run_stopped_before_its_push_is_let_go_when_the_remote_moved(
+def test_a_local_commit_of_a_run_stopped_before_its_push_is_carried_onto_the_moved_remote(
     tmp_path: Path,
 ) -> None:
+    """The remote's new commit (a README) leaves the chains alone: the earlier run's
+    commit is put on top of it and pushed, not let go and its work done again."""
     origin = remote_with(tmp_path, {A: CSV_A})
     runner, person = tmp_path / "runner", tmp_path / "person"
     clone(origin, runner)
@@ -198,7 +200,7 @@ def test_a_local_commit_of_a_run_stopped_before_its_push_is_let_go_when_the_remo
 
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stderr == (
-        "push rejected: the remote moved; reconciling again from origin/main (attempt 2 of 4)\n"
+        "push rejected: the remote moved; pushing again on top of origin/main (attempt 2 of 4)\n"
     )
     assert [c.summary for c in git.Repo(origin).iter_commits("main")] == [
         "reconcile: 1 dataset advanced (3 records)",

@@ -49,6 +49,9 @@ def push_records(where: Path, *extra: str, stdin: str = RECORDS) -> tuple[int, s
 def test_a_push_that_loses_a_race_is_pushed_again_from_the_remote_tip_and_lands_once(
     tmp_path: Path,
 ) -> None:
+    """The remote's new commit (a README) leaves the chains alone: the commit goes on top
+    of it as it is. Ingesting the file again there would have been the other way; both
+    land each record once."""
     origin = remote_with_chain(tmp_path)
     person = clone(origin, tmp_path / "person")
     pusher = tmp_path / "pusher"
@@ -59,18 +62,15 @@ def test_a_push_that_loses_a_race_is_pushed_again_from_the_remote_tip_and_lands_
 
     assert code == 0, out + err
     assert err == (
-        "push rejected: the remote moved; reconciling again from origin/main (attempt 2 of 4)\n"
+        "push rejected: the remote moved; pushing again on top of origin/main (attempt 2 of 4)\n"
     )
-    shas = re.findall(r"^committed ([0-9a-f]{12}): ", out, re.M)
     pushed = git.Repo(origin).commit("main")
-    assert len(shas) == 2 and pushed.hexsha.startswith(shas[1])
     assert [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(out)] == [
-        f"{P}: updated: 2 blocks, 2 records in N s",
-        "committed SHA: reconcile: 1 dataset advanced (2 records)",
         f"{P}: updated: 2 blocks, 2 records in N s",
         "committed SHA: reconcile: 1 dataset advanced (2 records)",
         "pushed SHA to origin/main",
     ]
+    assert re.search(rf"^pushed {pushed.hexsha[:12]} to origin/main$", out, re.M)
     assert [c.summary for c in git.Repo(origin).iter_commits("main")] == [
         "reconcile: 1 dataset advanced (2 records)",
         "README",

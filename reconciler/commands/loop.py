@@ -6,8 +6,9 @@ datasets that succeeded are committed even when others failed: the exit code sti
 1), and pushes. A push the remote rejected because it moved sends the run to the
 remote's tip to reconcile again, up to ``--push-retries`` times, with exponential backoff
 and jitter; each retry is said on stderr. When the remote's new commits left the chains
-alone, the run's commits are carried onto its tip first (``push.carry_over``), so the
-next attempt has only what those commits changed left to do.
+alone, the run's commits are carried onto its tip instead (``push.carry_over``) and
+pushed again, nothing reconciled again: a ``reconcile push`` would ingest its file twice,
+and what those commits changed (a merged manifest) is the next run's to apply.
 """
 
 from __future__ import annotations
@@ -92,43 +93,44 @@ def converge(
     run_id = str(uuid.uuid4())
     attempts = retries + 1
     rng = random.Random()
+    carried = False
     for number in range(1, attempts + 1):
-        base = tree.head()
-        attempt = reconcile()
-        try:
-            sha = _commit(session, tree, attempt, run_id, as_json)
-        except CommitError as e:
-            # The work stays, valid and uncommitted; the lock's record stays with it,
-            # so the next run commits it as it would a killed run's.
-            leave_record(session.odf.root)
-            attempt.result.error = (
-                f"{e}; the chains this run advanced are valid and left uncommitted in this"
-                " checkout: the next --commit run in it commits them (a CI checkout thrown"
-                " away loses them, and the next scheduled run does the work again)"
-            )
-            attempt.code = EXIT_FAILED
-            return attempt
-        if upstream is None:
-            return attempt
-        # Nothing new may still leave commits to push: an earlier run's, stopped before
-        # its push, or this run's recovery of a killed one.
-        if sha is None and not push.unpushed(tree, upstream):
-            return attempt
-        # Stopped (the first Ctrl-C or SIGTERM): what finished is pushed once, as Terraform
-        # writes its state on a graceful stop; a CI checkout is thrown away after a cancel,
-        # and the work with it. A rejected push is not reconciled again: asked to stop.
+        if not carried:
+            base = tree.head()
+            attempt = reconcile()
+            try:
+                sha = _commit(session, tree, attempt, run_id, as_json)
+            except CommitError as e:
+                # The work stays, valid and uncommitted; the lock's record stays with it,
+                # so the next run commits it as it would a killed run's.
+                leave_record(session.odf.root)
+                attempt.result.error = (
+                    f"{e}; the chains this run advanced are valid and left uncommitted in"
+                    " this checkout: the next --commit run in it commits them (a CI checkout"
+                    " thrown away loses them, and the next scheduled run does the work again)"
+                )
+                attempt.code = EXIT_FAILED
+                return attempt
+            if upstream is None:
+                return attempt
+            # Nothing new may still leave commits to push: an earlier run's, stopped
+            # before its push, or this run's recovery of a killed one.
+            if sha is None and not push.unpushed(tree, upstream):
+                return attempt
+        assert upstream is not None  # without one, the first attempt returned above
+        # Stopped (the first Ctrl-C or SIGTERM): what finished is pushed, as Terraform
+        # writes its state on a graceful stop; a CI checkout is thrown away after a
+        # cancel, and the work with it. A stopped run is not reconciled again.
         stopped = attempt.code == EXIT_INTERRUPTED
         try:
             tip = push.push(tree, upstream, base)
             if tip is None:
                 session.say(f"pushed {tree.head()[:12]} to {upstream}", err=as_json)
                 return attempt
+            # The remote's new commits left the chains alone: this run's commits go on
+            # top of them as they are, and nothing is done again.
             carried = push.carry_over(tree, tip)
-            if stopped:
-                if carried and push.push(tree, upstream, tip) is None:
-                    said = f"pushed {tree.head()[:12]} to {upstream}, after its new commits"
-                    session.say(said, err=as_json)
-                    return attempt
+            if stopped and not carried:
                 attempt.result.error = (
                     "interrupted: committed, not pushed: the remote's new commits advanced"
                     " the chains too; the next run does this run's work again"
@@ -137,19 +139,26 @@ def converge(
                 return attempt
             if number == attempts:
                 break
-            again = "going on" if carried else "reconciling again"
+            again = (
+                f"pushing again on top of {upstream}"
+                if carried
+                else (f"reconciling again from {upstream}")
+            )
             typer.echo(
-                f"push rejected: the remote moved; {again} from {upstream} "
-                f"(attempt {number + 1} of {attempts})",
+                f"push rejected: the remote moved; {again} (attempt {number + 1} of {attempts})",
                 err=True,
             )
             time.sleep(push.backoff(number, rng))
-            if not carried:
+            if carried:
+                base = tip
+            else:
                 push.move_to(tree, tip)
         except (push.PushError, RefusedError) as e:
             attempt.result.error = str(e)
             attempt.code = EXIT_INTERRUPTED if stopped else EXIT_FAILED
             return attempt
+        if carried:
+            continue
         try:
             _verify_moved(session, tree, base)
         except RefusedError as e:  # the attempt's commit is no longer the checkout's

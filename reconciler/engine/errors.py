@@ -17,11 +17,11 @@ from __future__ import annotations
 import re
 
 from . import executor_watch
-from .sandbox import RECURSION_LEVELS
+from .limits import RECURSION_LEVELS
 
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
 # Spark's advice the reconciler does not let anyone follow, in words that can be followed:
-# a query may not raise MAX RECURSION LEVEL past ``sandbox.RECURSION_LEVELS``.
+# a query may not raise MAX RECURSION LEVEL past ``limits.RECURSION_LEVELS``.
 _REWORDED = (
     (
         re.compile(

@@ -73,6 +73,7 @@ from pyspark.sql import DataFrame
 
 from reconciler.engine import determinism
 from reconciler.engine.determinism import Nondeterminism
+from reconciler.engine.limits import RECURSION_LEVELS
 
 _CATALYST = "org.apache.spark.sql.catalyst"
 
@@ -88,10 +89,6 @@ _HARMLESS_LEAVES = frozenset(
         "Range",
     }
 )
-RECURSION_LEVELS = 100
-"""The deepest a recursive WITH may go: Spark's default (``spark.sql.cteRecursionLevelLimit``).
-A query's ``MAX RECURSION LEVEL`` may lower it, never raise it: a recursion only its data
-ends ran over six input rows for minutes at apply, after a clean plan."""
 # Inner nodes that run something outside Spark: TRANSFORM/MAP/REDUCE … USING 'program'.
 _EXTERNAL_PROGRAMS = frozenset({"ScriptTransformation"})
 # Function names (last name part, lower case) that resolve to Java reflection.
