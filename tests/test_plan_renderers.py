@@ -1091,7 +1091,7 @@ def test_a_pull_requests_file_names_cannot_put_html_into_the_comment() -> None:
     )
     assert "<img" not in markdown
     assert "- `datasets/x\\n<!--.yaml`: file holds no YAML document" in markdown
-    assert "- new-files: 1 new file: a&lt;img src=x>.csv &amp; b`<i>`.csv<br>next" in markdown
+    assert "- new-files: 1 new file: a&lt;img src=x>.csv &amp; b`<i>`.csv\\nnext" in markdown
 
 
 def test_a_carriage_return_in_a_file_name_cannot_start_a_line_of_the_comment() -> None:
@@ -1103,9 +1103,9 @@ def test_a_carriage_return_in_a_file_name_cannot_start_a_line_of_the_comment() -
     markdown = render_markdown(Plan(datasets=(TICKS, weekly), root=ROOT))
     assert "\r" not in markdown
     assert (
-        "- new-files: 1 new file: o-10<br><br>## Reconcile plan: 0 errors<br><br>> Approved by"
+        "- new-files: 1 new file: o-10\\r\\r## Reconcile plan: 0 errors\\r\\r> Approved by"
         " policy bot.csv"
-    ) in markdown.splitlines()
+    ) in markdown.splitlines()  # shown, not taken: a <br> still made a line of its own
 
 
 def test_control_characters_in_a_file_name_are_shown_as_escapes() -> None:

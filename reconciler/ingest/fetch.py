@@ -914,7 +914,11 @@ def _end_container(process: subprocess.Popen[bytes], kill: list[str]) -> None:
     the container running, and the run ended as if it had stopped it."""
     interrupted = False
     with contextlib.suppress(OSError):
-        killer = subprocess.Popen(kill, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # In a session of its own: a second Ctrl-C reaches the whole process group, and
+        # killed the killer along with us.
+        killer = subprocess.Popen(
+            kill, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         interrupted = _wait_out(killer)
     interrupted = _wait_out(process) or interrupted
     if interrupted:

@@ -471,7 +471,12 @@ def _details(dataset: DatasetPlan, problems: list[Problem]) -> list[_Block]:
     if dataset.downstream:
         blocks.append(_same("**Downstream:** " + _downstream(dataset)))
     if dataset.pending:
-        pending = (f"- {_inline(p.reason)}: {_inline(p.detail)}" for p in dataset.pending)
+        # A detail names files: a line break in a name is shown, never taken (as <br> it
+        # still put a line of the pull request's wording in the comment).
+        pending = (
+            f"- {_inline(p.reason)}: {_inline(printable(p.detail, one_line=True))}"
+            for p in dataset.pending
+        )
         blocks.append(_same("**Pending data:**\n\n" + "\n".join(pending)))
     return [*blocks, _same("</details>")]
 
