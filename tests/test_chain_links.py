@@ -345,3 +345,108 @@ def test_policies_or_settings_made_links_are_an_error_and_judged_as_the_base_has
     assert any("deletes the policy file naming.yaml" in line for line in lines), output
     assert any("max_download_seconds rises from 15 to 3600 seconds" in line for line in lines)
     assert any(line.startswith("  [names] ") for line in lines), output  # the base's rules
+
+
+CHAINS_LINKED = (
+    "a symbolic link (to {target}): git and the reviewer see the link, but a run reads what it"
+    " leads to. It is where the chains are, which only the reconciler writes; restore it from"
+    " the base branch"
+)
+CHAIN_RULE = (
+    "only the reconciler writes chains, on the default branch after merge: change the manifests"
+    " under datasets/ instead, and restore odf/ from the base branch in this pull request"
+)
+
+
+def copied(root: Path, folder: str, edited: bool = True) -> None:
+    """A first pull request, merged: ``folder`` copied to ``copy`` (nobody's concern: not a
+    chain), ``edited`` with one byte of its chain's data file changed."""
+    git.Repo(root).git.execute(["cp", "-r", folder, "copy"])
+    if edited:
+        (data,) = (root / "copy").glob("**/data/*")
+        data.write_bytes(data.read_bytes()[:-1] + b"?")
+    merged(root, "keep a copy")
+
+
+def section(lines: list[str], title: str) -> list[str]:
+    """The lines of the plan's section ``title`` (its heading included), up to the blank."""
+    start = lines.index(title)
+    return lines[start : lines.index("", start)]
+
+
+def test_a_dataset_folder_made_a_link_is_an_error_not_a_git_failure(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """The plan asked git whether it ignored files beneath the link, and stopped with
+    "error: cannot read the ignore rules: fatal: pathspec … is beyond a symbolic link"
+    before the link was reported; a local plan stopped the same way."""
+    root, _ = pull_request
+    copied(root, f"odf/{NAME}")
+    lines = planned_with_links(root, {f"odf/{NAME}": "../copy"})
+    unread = (
+        f"  odf: {NAME}: chain folder not read: dataset folder '{NAME}' is a link that does not"
+        " lead to a folder of the root"
+    )
+    assert section(lines, "Problems:") == [
+        "Problems:",
+        unread,
+        f"  odf/{NAME}: this pull request makes odf/{NAME} "
+        + CHAINS_LINKED.format(target="../copy"),
+    ]
+    assert section(lines, "Policy errors:") == [
+        "Policy errors:",
+        f"  [chains-changed-in-pull-request] odf/{NAME}: {NAME}: this pull request deletes 6"
+        f" blocks, deletes 1 data file, deletes info/alias and deletes refs/head in the chain"
+        f" of {NAME}: {CHAIN_RULE}",
+    ]
+    # a chain that cannot be read is not planned: it was shown "will be created"
+    assert lines[-1] == "Plan: 1 not planned (chain cannot be read). 3 errors, 0 warnings."
+    code, output = cli(root, "plan")
+    assert code == 1
+    assert section(output.splitlines(), "Problems:") == ["Problems:", unread]
+
+
+def test_a_blocks_folder_made_a_link_is_an_error_not_a_git_failure(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """The same git failure, one folder deeper: asked about the blocks beneath the link."""
+    root, _ = pull_request
+    copied(root, f"odf/{NAME}/blocks", edited=False)
+    lines = planned_with_links(root, {f"odf/{NAME}/blocks": "../../copy"})
+    assert section(lines, "Problems:") == [
+        "Problems:",
+        f"  odf/{NAME}/blocks: this pull request makes odf/{NAME}/blocks "
+        + CHAINS_LINKED.format(target="../../copy"),
+    ]
+
+
+@pytest.mark.parametrize(("folder", "target"), [("odf", "copy"), (f"odf/{NAME}", "../copy")])
+def test_the_incremental_check_fails_on_chains_made_a_link(
+    pull_request: tuple[Path, Path], folder: str, target: str
+) -> None:
+    """``verify --integrity --base`` read the chains through the link, and found the copy
+    it leads to valid (``odf``: a copy with its hashes made anew passes as well) or no
+    chain at all (a dataset's folder), and passed."""
+    root, _ = pull_request
+    copied(root, folder, edited=False)
+    planned_with_links(root, {folder: target})
+    code, output = cli(root, "verify", "--integrity", "--base", "origin/main")
+    expected = f"error: this pull request makes {folder} {CHAINS_LINKED.format(target=target)}\n"
+    assert (code, output) == (1, expected)
+
+
+def test_the_chains_verdict_on_a_linked_chains_folder_lists_no_dot(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """The link itself read "this pull request adds . and deletes .lock in no dataset's
+    folder" beside the link's own error: what git deleted is listed, not the link."""
+    root, _ = pull_request
+    copied(root, "odf")
+    assert section(planned_with_links(root, {"odf": "copy"}), "Policy errors:") == [
+        "Policy errors:",
+        "  [chains-changed-in-pull-request] odf: this pull request deletes .lock in no"
+        f" dataset's folder: {CHAIN_RULE}",
+        f"  [chains-changed-in-pull-request] odf/{NAME}: {NAME}: this pull request deletes 6"
+        f" blocks, deletes 1 data file, deletes info/alias and deletes refs/head in the chain"
+        f" of {NAME}: {CHAIN_RULE}",
+    ]

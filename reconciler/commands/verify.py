@@ -70,10 +70,15 @@ def run(
         chosen = [n for n in chosen if n in picked]
     check: Callable[[str], Verdict]
     if base is not None:
+        from ..planning.linked_paths import chain_link_problems
+
         try:
+            linked = chain_link_problems(session.config, base)
             changes = changes_since(repo, session.config.root, base)
         except GitError as e:
             raise fail(f"error: {e}") from None
+        if linked:  # nothing is read through the link: what it leads to is not the chains
+            raise fail("\n".join(f"error: {problem.message}" for problem in linked))
         repo = _store_of_base(session, base)
         checked = [n for n in chosen if n in changes]  # the others are not read at all
         check = lambda name: verify_change(repo, name, changes[name])  # noqa: E731

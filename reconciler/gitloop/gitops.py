@@ -226,22 +226,22 @@ def changed_files(
 _LINK_MODE = "120000"
 
 
-def added_links(repo_root: Path, base_ref: str, folders: Sequence[Path]) -> list[tuple[str, str]]:
+def added_links(repo_root: Path, base_ref: str, folders: Sequence[str]) -> list[tuple[str, str]]:
     """The symbolic links the working tree adds or changes since it branched from
-    ``base_ref`` at, above or inside any of ``folders``, as (path as git names it, where
-    it leads). git and a reviewer see a link; a run reads what it leads to: a pull
-    request made ``odf`` a link to a copy of the chains it had changed in an earlier one,
-    and ``sources/orders`` a link to a copy with an ingested record changed."""
+    ``base_ref`` at, above or inside any of ``folders`` (as git names them, from the
+    checkout's top: ``in_checkout``), as (path as git names it, where it leads). git and
+    a reviewer see a link; a run reads what it leads to: a pull request made ``odf`` a
+    link to a copy of the chains it had changed in an earlier one, and
+    ``sources/orders`` a link to a copy with an ingested record changed."""
+    judged = [folder for folder in folders if folder != "."]
+    if not judged:
+        return []
     repo = _repo(repo_root)
     try:
         base = repo.commit(base_ref)
     except (git.BadName, ValueError) as e:
         raise GitError(f"unknown git ref {base_ref!r}: {e}") from None
     top = Path(repo.working_tree_dir or repo_root).resolve()
-    inside = (in_checkout(top, folder) for folder in folders)
-    judged = [folder for folder in inside if folder is not None and folder != "."]
-    if not judged:
-        return []
     tops = sorted({folder.split("/", 1)[0] for folder in judged})
     since = next(iter(repo.merge_base(base, repo.head.commit)), base)
     raw = repo.git.diff(since.hexsha, *_EVERY_PATH, "--raw", "-z", "--", *tops).split("\0")
@@ -525,23 +525,33 @@ def chain_paths(top: Path, odf: str, data_in_odf: bool, names: Iterable[str] = (
     attribute may catch one kind of file only (``data/``), or the folders of some names.
     A file is named as a run names it (``f1620`` and 64 hex digits), and up to
     ``_SAMPLED`` of the files a folder holds are added, so a rule written for hash names
-    (``f1620?*``, ``*[0-7]``) is caught too; the commit checks the files it stages."""
+    (``f1620?*``, ``*[0-7]``) is caught too; the commit checks the files it stages.
+
+    A folder (a dataset's, or ``blocks``… in one) that is a symbolic link is left out:
+    git holds no file beneath a link, and asked about a path there it stops (``pathspec
+    … is beyond a symbolic link``), which stopped the plan before it could report the
+    link itself (``planning.linked_paths``)."""
+    chains = top / odf
     folders = sorted(
         {
             entry.name
-            for entry in (top / odf).glob("*")
+            for entry in chains.glob("*")
             if entry.is_dir() and not entry.name.startswith(".")
         }
         | set(names)
-    ) or ["<dataset>"]
+    )
     stores = ["blocks", *(["data", "checkpoints"] if data_in_odf else [])]
     paths = []
-    for name in folders:
-        for store in stores:
+    for name in [each for each in folders if not (chains / each).is_symlink()] or ["<dataset>"]:
+        for store in [kind for kind in stores if not (chains / name / kind).is_symlink()]:
             made_up = "f1620" + hashlib.sha3_256(f"{name}/{store}".encode()).hexdigest()
-            held = heapq.nsmallest(_SAMPLED, _file_names(top / odf / name / store))
+            held = heapq.nsmallest(_SAMPLED, _file_names(chains / name / store))
             paths += [f"{odf}/{name}/{store}/{file}" for file in dict.fromkeys([made_up, *held])]
-        paths += [f"{odf}/{name}/refs/head", f"{odf}/{name}/info/alias"]
+        paths += [
+            f"{odf}/{name}/{file}"
+            for file in ("refs/head", "info/alias")
+            if not (chains / name / file).parent.is_symlink()
+        ]
     return paths
 
 

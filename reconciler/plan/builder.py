@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from ..odf import models
 from ..odf.chain import ChainState
+from ..odf.names import name_problem
 from ..odf.repository import OdfRepository, RepositoryError
 from ..transform.output_rules import output_problem
 from ..wording import count
@@ -85,8 +86,14 @@ def read_actual(repo: OdfRepository) -> tuple[dict[str, ChainState], list[Proble
                     location=Location(str(repo.root / name)),
                 )
             )
+    # A stray under a dataset's name (a link out of the root) is that dataset's chain,
+    # unread: it is left out of the plan as an unreadable one is, not shown to be created.
     problems += [
-        Problem(f"chain folder not read: {e.reason}", location=Location(str(repo.root)))
+        Problem(
+            f"chain folder not read: {e.reason}",
+            dataset=None if name_problem(e.name) else e.name,
+            location=Location(str(repo.root)),
+        )
         for e in repo.strays()
     ]
     return states, problems

@@ -148,7 +148,14 @@ def _chain_verdicts(config: RepoConfig, base_ref: str, base: PolicySet | None) -
     """The verdicts on what the pull request did to ``odf/``, judged by the base branch's
     policies only: a base without any still gets the default rule, which a pull request
     adding policies/ cannot lower."""
-    files = gitops.changed_files(config.root, base_ref, config.odf_dir)
+    # A link at the chains' folder or at its top (a dataset's folder) is no file of a
+    # chain: git lists it beside the files it deleted there, and the verdict read "adds .
+    # in no dataset's folder"; the link's own error (``linked_paths``) names it.
+    files = [
+        (status, path)
+        for status, path in gitops.changed_files(config.root, base_ref, config.odf_dir)
+        if len(path.parts) > 1 or not (config.odf_dir / path).is_symlink()
+    ]
     new_blocks = {}
     for path in chain_changes.added_blocks(files):
         # one that cannot be read is listed as unreadable: the verdict stands either way

@@ -9,7 +9,9 @@ made ``odf`` a link to ``archive``; the plan saw no change. The same with
 link the pull request adds at, above or inside those folders, the policies' folder or
 ``pyproject.toml`` (both read from the base branch, where a link led the reading to the
 base's copy of whatever it named) is an error. Links the base branch has already (a
-sources folder on a mounted volume) are not its doing.
+sources folder on a mounted volume) are not its doing. ``verify --integrity --base``
+fails the same way on a link at the chains' folder or a dataset's
+(``chain_link_problems``): it read the chains through one.
 """
 
 from __future__ import annotations
@@ -22,28 +24,32 @@ from ..gitloop import gitops
 from ..plan.model import Location, Problem
 from ..source_paths import glob_folder
 
+_RESTORE = "restore it from the base branch"
+_CHAINS = f"where the chains are, which only the reconciler writes; {_RESTORE}"
+
 
 def link_problems(config: RepoConfig, base_ref: str, globs: Mapping[str, str]) -> list[Problem]:
     """An error for each link the working tree adds or changes since ``base_ref`` at,
     above or inside the chains' folder, the policies, ``pyproject.toml`` or a folder a
     ``FilesGlob`` (``globs``: dataset name to path as written) reads."""
-    restore = "restore it from the base branch"
-    policies = f"where the policies that judge pull requests are; {restore}"
-    folders = sorted({config.policies_dir, gitops.config_at(config, base_ref).policies_dir})
-    judged = [
-        (config.odf_dir, f"where the chains are, which only the reconciler writes; {restore}"),
-        *((folder, policies) for folder in folders),
-        (config.root / "pyproject.toml", f"the repository's settings; {restore}"),
-    ]
-    sources = [(glob_folder(path, config.root), name) for name, path in sorted(globs.items())]
-    links = gitops.added_links(config.root, base_ref, [p for p, _ in judged + sources])
-    if not links:
-        return []
     top = gitops.top_of(config.root)
+    policies = f"where the policies that judge pull requests are; {_RESTORE}"
+    folders = sorted({config.policies_dir, gitops.config_at(config, base_ref).policies_dir})
+    judged = _in_checkout(
+        top,
+        [
+            (config.odf_dir, _CHAINS),
+            *((folder, policies) for folder in folders),
+            (config.root / "pyproject.toml", f"the repository's settings; {_RESTORE}"),
+        ],
+    )
+    sources = _in_checkout(
+        top, [(glob_folder(path, config.root), name) for name, path in sorted(globs.items())]
+    )
+    links = gitops.added_links(config.root, base_ref, [p for p, _ in judged + sources])
 
-    def crossing(path: str, places: list[tuple[Path, str]]) -> list[str]:
-        inside = ((gitops.in_checkout(top, folder), what) for folder, what in places)
-        return [what for folder, what in inside if folder and gitops.crosses(path, folder)]
+    def crossing(path: str, places: list[tuple[str, str]]) -> list[str]:
+        return [what for folder, what in places if gitops.crosses(path, folder)]
 
     problems = []
     for path, target in links:
@@ -54,11 +60,39 @@ def link_problems(config: RepoConfig, base_ref: str, globs: Mapping[str, str]) -
             names = crossing(path, sources)
             reads = "reads its" if len(names) == 1 else "read their"
             what = f"where {', '.join(names)} {reads} source files; commit the files themselves"
-        problems.append(
-            Problem(
-                f"this pull request makes {path} a symbolic link (to {target}): git and the"
-                f" reviewer see the link, but a run reads what it leads to. It is {what}",
-                location=Location(str(top / path)),
-            )
-        )
+        problems.append(_problem(top, path, target, what))
     return problems
+
+
+def chain_link_problems(config: RepoConfig, base_ref: str) -> list[Problem]:
+    """The errors of ``link_problems`` for a link at or above the chains' folder, or at a
+    dataset's folder in it: ``verify --base`` read the chains through it, and found the
+    copy it leads to valid (or, for a dataset's folder, no chain there at all). A link
+    deeper in a dataset's folder is that dataset's own check's to report."""
+    top = gitops.top_of(config.root)
+    chains = _in_checkout(top, [(config.odf_dir, _CHAINS)])
+    if not chains:
+        return []
+    deepest = chains[0][0].count("/") + 1  # a dataset's folder
+    return [
+        _problem(top, path, target, _CHAINS)
+        for path, target in gitops.added_links(config.root, base_ref, [chains[0][0]])
+        if path.count("/") <= deepest
+    ]
+
+
+def _in_checkout(top: Path, places: list[tuple[Path, str]]) -> list[tuple[str, str]]:
+    """Each of ``places`` (a path, and what it is) as git names the path
+    (``gitops.in_checkout``), worked out once for the diff and the wording alike; those
+    outside the checkout, which git has no history of, left out."""
+    inside = ((gitops.in_checkout(top, path), what) for path, what in places)
+    return [(path, what) for path, what in inside if path is not None]
+
+
+def _problem(top: Path, path: str, target: str, what: str) -> Problem:
+    """The error for the link at ``path`` (as git names it) leading to ``target``."""
+    return Problem(
+        f"this pull request makes {path} a symbolic link (to {target}): git and the"
+        f" reviewer see the link, but a run reads what it leads to. It is {what}",
+        location=Location(str(top / path)),
+    )
