@@ -12,7 +12,7 @@ import stat
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from .source_paths import OutsideError, SourceRoots
@@ -217,6 +217,19 @@ def shown_path(path: Path, root: Path) -> str:
         return path.relative_to(root).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+def shown_paths(text: str, root: PurePath) -> str:
+    """``text`` (a dataset's cause) with every path it names under the repository
+    ``root`` written relative to it, as ``shown_path`` writes one path. A reader's or
+    the engine's error names the file it read by the path the run read it at, and the
+    runner's checkout folder (``/home/runner/work/…``) means nothing in a commit message
+    or a step summary, which name ``sources/orders/2.csv`` as the plan does. A path
+    starts the text or follows white space, a quote or a bracket, so a path outside
+    whose tail merely spells the root (``/mnt/repo/x`` for a root ``/repo``) and a
+    ``file:`` URL stay as they are."""
+    prefix = re.escape(root.as_posix().rstrip("/") + "/")
+    return re.sub(rf"(?:^|(?<=[\s'\"`(\[<])){prefix}", "", text)
 
 
 def _tool_settings(text: str, origin: Path | str) -> dict[str, Any]:

@@ -206,3 +206,25 @@ def test_push_ingests_standard_input_and_a_failed_push_changes_nothing(tmp_path:
         (1, 0, "2026-01-02T00:00:00Z", "2026-01-01T10:00:00Z", "s1", 1.5),
     ]
     assert data.column_names == ["offset", "op", "system_time", "event_time", "sensor", "value"]
+
+
+def test_a_pushed_files_cause_names_it_relative_to_the_repository_or_whole_outside(
+    tmp_path: Path,
+) -> None:
+    """As an apply's causes do: the error quoted the path the file was read at, the
+    runner's checkout folder included, into the log and the run's result."""
+    repo = GitOpsRepo.create(tmp_path / "repo")
+    repo.write("org.example.pushed", manifest("org.example.pushed", "Root", PUSH))
+    assert run(repo.root, "--system-time", "2026-01-01T00:00:00Z").returncode == 0
+    inside = repo.root / "incoming" / "bad.json"
+    inside.parent.mkdir()
+    outside = tmp_path / "bad.json"
+    for file, shown in ((inside, "incoming/bad.json"), (outside, str(outside))):
+        file.write_text("{not json\n")
+        bad = run(repo.root, "push", "org.example.pushed", str(file))
+        assert bad.returncode == 1
+        assert bad.stderr.splitlines()[-1] == (
+            f"error: org.example.pushed: ReadError: {shown}: line 1: malformed record:"
+            " {not json: not valid JSON (Expecting property name enclosed in double quotes at"
+            " char 1)"
+        )

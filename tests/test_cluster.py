@@ -192,8 +192,7 @@ def test_a_cluster_without_executors_fails_the_run_saying_why_instead_of_hanging
     )
     lines = [line for line in normal(done.stdout) if " START " not in line]
     assert lines[-4:] == [
-        f"HH:MM:SS ERROR {name} failed: read failed: ReadError:"
-        f" {repo.root / folder / '1.csv'}: {reason} in N s"
+        f"HH:MM:SS ERROR {name} failed: read failed: ReadError: {folder}/1.csv: {reason} in N s"
         for name, folder in ((PRICES, "prices"), (STOCK, "stock"))
     ] + [
         f"HH:MM:SS SKIP  org.example.valued skipped: input {PRICES} failed in N s",

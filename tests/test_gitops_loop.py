@@ -24,8 +24,10 @@ import pytest
 from gitops_repo import GitOpsRepo, manifest, root_events, rows, slices
 from test_cli_apply import run
 from test_cli_conventions import interrupted, normal
+from test_workflows import step_summary
 
 from reconciler.apply.outcome import Outcome, Status
+from reconciler.config import shown_paths
 from reconciler.gitloop.gitops import attribute_source, converted_paths
 from reconciler.gitloop.message import (
     DatasetRun,
@@ -93,6 +95,33 @@ def odf_files(where: Path) -> list[str]:
 
 def head_of(where: Path, name: str) -> str:
     return (where / "odf" / name / "refs" / "head").read_text().strip()
+
+
+def sources_pushed(tmp_path: Path, message: str, files: dict[int, str]) -> None:
+    """The seed of ``remote_with`` brought up to date, then committing ``files`` (day: CSV
+    text, as ``sources/s0/part-<day>.csv``, the first dataset's) and pushing them to main,
+    as a person adds files to a dataset between scheduled runs."""
+    seed = git.Repo(tmp_path / "seed")
+    seed.remote("origin").pull("main")
+    for day, text in files.items():
+        (tmp_path / "seed" / "sources" / "s0" / f"part-{day}.csv").write_text(text)
+    seed.git.add("sources")
+    seed.index.commit(message)
+    seed.remote("origin").push("main").raise_if_error()
+
+
+def pushed_despite_a_failure(
+    origin: Path, runner: Path, *extra: str
+) -> tuple[git.Commit, str, str]:
+    """The scheduled job in ``runner``, a new clone of ``origin``, where one dataset fails
+    and another advances: it exits 1 and pushes what advanced. That commit, and the job's
+    standard output and error."""
+    clone(origin, runner)
+    code, out, err = reconcile_and_push(runner, *extra)
+    assert code == 1, out + err
+    pushed = git.Repo(origin).commit("main")
+    assert pushed.summary == "reconcile: 1 dataset advanced (3 records), 1 failed"
+    return pushed, out, err
 
 
 CSV_A = "a,b\n1,x\n2,y\n3,z\n"
@@ -300,6 +329,21 @@ def test_two_runs_racing_a_rename_converge_without_a_false_alarm(tmp_path: Path)
     assert fresh.commit("main").summary == "reconcile: 1 renamed"
 
 
+def assert_the_pushed_sha_is_said(out: str, pushed: str, carried: bool) -> None:
+    """The lines before the summary name the commit the remote got. A commit carried onto
+    the remote's tip is rebased: the sha it was committed as is on no branch, and the run
+    said that sha alone, as if it were the one pushed."""
+    committed = re.search(r"^committed ([0-9a-f]{12}): .*$", out, re.M)
+    assert committed is not None, out
+    assert (committed[1] == pushed) is not carried
+    carry = [f"carried {committed[1]} onto origin/main as {pushed}"] if carried else []
+    assert out.splitlines()[-3 - len(carry) : -1] == [
+        committed[0],
+        *carry,
+        f"pushed {pushed} to origin/main",
+    ]
+
+
 def test_a_readme_commit_pushed_during_a_run_has_its_commit_carried_onto_the_new_tip(
     tmp_path: Path,
 ) -> None:
@@ -326,6 +370,7 @@ def test_a_readme_commit_pushed_during_a_run_has_its_commit_carried_onto_the_new
         "datasets",
     ]
     assert (runner / "README.md").read_text() == "# Data\n"
+    assert_the_pushed_sha_is_said(out, git.Repo(origin).commit("main").hexsha[:12], carried=True)
     assert_remote_valid_with_each_record_once(origin, tmp_path / "fresh")
 
 
@@ -339,12 +384,7 @@ def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(
     also when a README was pushed meanwhile (it was kept local then: "the remote
     moved")."""
     origin = remote_with(tmp_path, {A: CSV_A})
-    seed = git.Repo(tmp_path / "seed")
-    for day in (2, 3):
-        (tmp_path / "seed" / "sources" / "s0" / f"part-{day}.csv").write_text(f"a,b\n{day}0,d\n")
-    seed.git.add("sources")
-    seed.index.commit("two more files")
-    seed.remote("origin").push("main").raise_if_error()
+    sources_pushed(tmp_path, "two more files", {day: f"a,b\n{day}0,d\n" for day in (2, 3)})
     clone(origin, tmp_path / "runner")
     if raced:
         person = clone(origin, tmp_path / "person")
@@ -366,6 +406,7 @@ def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(
     pushed = git.Repo(origin).commit("main")
     assert pushed.summary == "reconcile: 1 dataset advanced (3 records)"
     assert pushed.parents[0].summary == ("README" if raced else "two more files")
+    assert_the_pushed_sha_is_said(done.stdout, pushed.hexsha[:12], carried=bool(raced))
     fresh = tmp_path / "fresh"
     git.Repo.clone_from(str(origin), fresh)
     assert run(fresh, "verify", "--integrity").returncode == 0
@@ -380,21 +421,31 @@ def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(
 def test_a_failing_dataset_exits_1_while_the_others_are_committed_and_pushed(
     tmp_path: Path,
 ) -> None:
+    """The cause names the bad file relative to the repository, as the plan does, in the
+    commit, the step summary and the log: they quoted the runner's checkout folder
+    (``read failed: ReadError: /home/runner/work/repo/sources/s1/part-1.csv: …``)."""
     origin = remote_with(tmp_path, {A: CSV_A, B: "a,b\n10,p\nnot-a-number,q\n"})
     runner = tmp_path / "runner"
-    clone(origin, runner)
-    code, out, err = reconcile_and_push(runner)
-    assert code == 1, out + err
-    pushed = git.Repo(origin).commit("main")
-    assert pushed.summary == "reconcile: 1 dataset advanced (3 records), 1 failed"
+    pushed, out, err = pushed_despite_a_failure(origin, runner, "--format", "json")
+    cause = (
+        "read failed: ReadError: sources/s1/part-1.csv: line 3: malformed record:"
+        " not-a-number,q: column a (BIGINT): 'not-a-number' is not a valid BIGINT"
+    )
     body = str(pushed.message).split("\n\n")
     assert body[1:3] == [
         f"Advanced:\n- {A}: created, 6 blocks (4 metadata), 3 records, offsets 0-2, head {head_of(runner, A)}",
-        f"Failed:\n- {B}: read failed: ReadError: {runner}/sources/s1/part-1.csv: line 3: "
-        "malformed record: not-a-number,q: column a (BIGINT): 'not-a-number' is not a valid "
-        "BIGINT",
+        f"Failed:\n- {B}: {cause}",
     ]
     assert sorted({f.split("/")[1] for f in pushed.stats.files}) == [A]
+    assert f"HH:MM:SS ERROR {B} failed: {cause} in N s" in normal(err)
+    # The workflow's summary step, on the document the job wrote.
+    (tmp_path / "result.json").write_text(out)
+    seconds = [d["seconds"] for d in json.loads(out)["datasets"]]
+    assert step_summary(tmp_path).splitlines()[3:] == [
+        f"| `{A}` | created | 6 | 3 | {seconds[0]} |  |",
+        f"| `{B}` | failed | 0 | 0 | {seconds[1]} | `{cause}` |",
+        "",
+    ]
 
 
 def test_a_bad_file_in_a_backlog_lets_the_files_before_it_land_and_the_next_run_go_on(
@@ -403,33 +454,21 @@ def test_a_bad_file_in_a_backlog_lets_the_files_before_it_land_and_the_next_run_
     """The scheduled job commits what a failed pull kept (the files before the bad one)
     and pushes it, exit 1; mended on main, the next run takes the bad file and the rest."""
     origin = remote_with(tmp_path, {A: CSV_A})
-    seed = git.Repo(tmp_path / "seed")
-    for day, text in ((2, "a,b\n4,u\nfour,v\n"), (3, "a,b\n5,w\n")):
-        (tmp_path / "seed" / "sources" / "s0" / f"part-{day}.csv").write_text(text)
-    seed.git.add("sources")
-    seed.index.commit("two more files, the first of them bad")
-    seed.remote("origin").push("main").raise_if_error()
+    backlog = {2: "a,b\n4,u\nfour,v\n", 3: "a,b\n5,w\n"}
+    sources_pushed(tmp_path, "two more files, the first of them bad", backlog)
     runner = tmp_path / "runner"
-    clone(origin, runner)
-    code, out, err = reconcile_and_push(runner)
-    assert code == 1, out + err
-    pushed = git.Repo(origin).commit("main")
-    assert pushed.summary == "reconcile: 1 dataset advanced (3 records), 1 failed"
+    pushed, _, _ = pushed_despite_a_failure(origin, runner)
     body = str(pushed.message).split("\n\n")
     assert body[1] == (
         f"Advanced:\n- {A}: 6 blocks (4 metadata), 3 records, offsets 0-2, head"
         f" {head_of(runner, A)}, then failed (below)"
     )
     assert body[2] == (
-        f"Failed:\n- {A}: read failed: ReadError: {runner}/sources/s0/part-2.csv: line 3:"
+        f"Failed:\n- {A}: read failed: ReadError: sources/s0/part-2.csv: line 3:"
         " malformed record: four,v: column a (BIGINT): 'four' is not a valid BIGINT; what the"
         " files before it added is kept (3 records), and the next run starts again from this one"
     )
-    seed.remote("origin").pull("main")
-    (tmp_path / "seed" / "sources" / "s0" / "part-2.csv").write_text("a,b\n4,u\n")
-    seed.git.add("sources")
-    seed.index.commit("mend the bad file")
-    seed.remote("origin").push("main").raise_if_error()
+    sources_pushed(tmp_path, "mend the bad file", {2: "a,b\n4,u\n"})
     git.Repo(runner).remote("origin").pull("main")
     code, out, err = reconcile_and_push(runner)
     assert code == 0, out + err
@@ -944,6 +983,43 @@ def test_a_commit_message_lists_the_files_a_failed_pull_kept_as_advanced() -> No
     )
 
 
+def test_the_subject_counts_what_wrote_blocks_and_the_list_adds_deletions() -> None:
+    """One property says what wrote blocks (a failed pull that kept files included), for
+    the subject and the ``Advanced:`` list both; the list also names a deletion."""
+    runs = {
+        "created": DatasetRun(Outcome(A, Status.CREATED, 5, 1, 3)),
+        "kept": DatasetRun(Outcome(B, Status.FAILED, 0, 2, 7, message="read failed")),
+        "failed": DatasetRun(Outcome("org.example.c", Status.FAILED, message="x")),
+        "deleted": DatasetRun(Outcome("org.example.d", Status.DELETED)),
+        "current": DatasetRun(Outcome("org.example.e", Status.UP_TO_DATE)),
+    }
+    assert {k: (r.wrote, r.advanced) for k, r in runs.items()} == {
+        "created": (True, True),
+        "kept": (True, True),
+        "failed": (False, False),
+        "deleted": (False, True),
+        "current": (False, False),
+    }
+    assert subject(list(runs.values())) == (
+        "reconcile: 2 datasets advanced (10 records), 1 deleted, 2 failed"
+    )
+
+
+def test_a_cause_names_the_repositorys_files_relative_to_it_and_others_as_they_are() -> None:
+    root = Path("/home/runner/work/repo")
+    cause = (
+        "read failed: ReadError: /home/runner/work/repo/sources/orders/2.csv: line 3; no"
+        " such file: '/home/runner/work/repo/a.csv' (/home/runner/work/repo/b/c.csv,"
+        " /mnt/exports/d.csv, /mnt/home/runner/work/repo/e.csv, file:/home/runner/work/repo/f,"
+        " /home/runner/work/repository/g.csv)"
+    )
+    assert shown_paths(cause, root) == (
+        "read failed: ReadError: sources/orders/2.csv: line 3; no such file: 'a.csv'"
+        " (b/c.csv, /mnt/exports/d.csv, /mnt/home/runner/work/repo/e.csv,"
+        " file:/home/runner/work/repo/f, /home/runner/work/repository/g.csv)"
+    )
+
+
 def test_a_commit_message_of_a_deletion_alone_says_so_in_its_subject() -> None:
     runs = [DatasetRun(Outcome(A, Status.DELETED)), DatasetRun(Outcome(B, Status.UP_TO_DATE))]
     assert commit_message(runs, Trailers("run-1", "ab12", "0.1.0")) == (
@@ -1039,7 +1115,7 @@ def test_a_cause_quoting_a_resolved_secret_is_masked_in_output_json_and_commit(
     assert done.returncode == 1, done.stderr
     cause = {d["name"]: d["error"] for d in json.loads(done.stdout)["datasets"]}[A]
     assert cause == (
-        f"read failed: ReadError: {repo.root}/sources/***/a.csv: line 3: malformed record: "
+        "read failed: ReadError: sources/***/a.csv: line 3: malformed record: "
         "two,y: column a (BIGINT): 'two' is not a valid BIGINT"
     )
     log = git.Repo(repo.root).git.log("-1", "--format=%B")

@@ -68,8 +68,12 @@ def test_a_push_that_loses_a_race_is_pushed_again_from_the_remote_tip_and_lands_
     assert [re.sub(r"[0-9a-f]{12}", "SHA", line) for line in normal(out)] == [
         f"{P}: updated: 2 blocks, 2 records in N s",
         "committed SHA: reconcile: 1 dataset advanced (2 records)",
+        "carried SHA onto origin/main as SHA",
         "pushed SHA to origin/main",
     ]
+    assert re.search(
+        rf"^carried [0-9a-f]{{12}} onto origin/main as {pushed.hexsha[:12]}$", out, re.M
+    )
     assert re.search(rf"^pushed {pushed.hexsha[:12]} to origin/main$", out, re.M)
     assert [c.summary for c in git.Repo(origin).iter_commits("main")] == [
         "reconcile: 1 dataset advanced (2 records)",

@@ -284,13 +284,30 @@ def test_the_scaffolds_workflows_are_this_repositorys_but_for_the_pinned_package
         assert installs in ([], ['pip install "odf-reconciler==@RECONCILER_VERSION@"'])
 
 
+def step_summary(folder: Path) -> str:
+    """What the scheduled job's Summary step writes to ``$GITHUB_STEP_SUMMARY`` of the
+    ``result.json`` in ``folder``, run as GitHub runs it: the loop's tests read what a
+    run's causes look like there."""
+    assert shutil.which("jq"), "jq is not installed: apt-get install jq (.ci/run does)"
+    script = dict(run_scripts(OURS[2]))["reconcile/Summary"]
+    summary = folder / "summary.md"
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=folder,
+        env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return summary.read_text()
+
+
 def test_the_run_summary_is_one_table_row_per_dataset(tmp_path: Path) -> None:
     """A cause of several lines (a reader's every malformed record) is its first line in
     the table, as in the commit message: a line break would end GitHub's table there.
     It is data (a row, a file name), so it is a code span: HTML, links and mentions in it
     were rendered."""
-    assert shutil.which("jq"), "jq is not installed: apt-get install jq (.ci/run does)"
-    script = dict(run_scripts(OURS[2]))["reconcile/Summary"]
     (tmp_path / "result.json").write_text(
         json.dumps(
             {
@@ -319,17 +336,7 @@ def test_the_run_summary_is_one_table_row_per_dataset(tmp_path: Path) -> None:
             }
         )
     )
-    summary = tmp_path / "summary.md"
-    done = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", script],
-        cwd=tmp_path,
-        env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert summary.read_text() == (
+    assert step_summary(tmp_path) == (
         "## Reconcile\n"
         "| Dataset | Status | Blocks | Records | Seconds | Error |\n"
         "|---|---|---:|---:|---:|---|\n"

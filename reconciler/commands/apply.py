@@ -18,7 +18,7 @@ import typer
 
 from ..apply.outcome import Outcome, Status
 from ..apply.run import apply_plan
-from ..config import shown_path
+from ..config import shown_path, shown_paths
 from ..ingest.pull import STOPPED
 from ..lineage.openlineage_events import Lineage
 from ..odf import Timestamp
@@ -226,7 +226,8 @@ def _execute(
         shown.start(name)
 
     def report(outcome: Outcome) -> None:
-        outcome = replace(outcome, message=mask(outcome.message))
+        cause = shown_paths(mask(outcome.message), session.config.root)
+        outcome = replace(outcome, message=cause)
         started = began.get(outcome.dataset)  # a skipped dataset never starts
         seconds = 0.0 if started is None else time.monotonic() - started
         done = Finished(outcome, seconds, written_offsets(session, outcome))

@@ -128,8 +128,14 @@ def converge(
                 session.say(f"pushed {tree.head()[:12]} to {upstream}", err=as_json)
                 return attempt
             # The remote's new commits left the chains alone: this run's commits go on
-            # top of them as they are, and nothing is done again.
+            # top of them as they are, and nothing is done again. The rebase gives them
+            # new shas: the run says which, as the one it named on committing is on no
+            # branch now.
+            committed = tree.head()[:12]
             carried = push.carry_over(tree, tip)
+            if carried:
+                moved = f"carried {committed} onto {upstream} as {tree.head()[:12]}"
+                session.say(moved, err=as_json)
             if stopped and not carried:
                 attempt.result.error = (
                     "interrupted: committed, not pushed: the remote's new commits advanced"

@@ -18,6 +18,7 @@ from pathlib import Path
 import typer
 
 from ..apply.outcome import Outcome, Status
+from ..config import shown_paths
 from ..engine.errors import describe
 from ..ingest.pull import push_file
 from ..odf.lock import RepositoryLockedError
@@ -97,6 +98,7 @@ def _attempt(
         message = describe(e)
         if file == "-":  # its copy's path means nothing to the user
             message = message.replace(str(path), "standard input")
+        message = shown_paths(message, session.config.root)  # as an apply's causes read
         result.error = f"{name}: {message}"
         failed = Outcome(name, Status.FAILED, message=message)
         return loop.Attempt(result, [Finished(failed, 0.0)], EXIT_FAILED, None)

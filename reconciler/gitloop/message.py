@@ -26,7 +26,9 @@ a recreated chain has a new id, which readers outside the repository must follow
 A cause is one line. It arrives masked: the apply masks every dataset's cause (the
 values of the environment variables the manifests' templates name, in every spelling,
 ``masking.Mask``) before it is shown, written as JSON or committed, so no secret reaches
-git history even where an error message would have carried it.
+git history even where an error message would have carried it. It names the
+repository's files relative to its root (``config.shown_paths``), as the plan does: the
+runner's checkout folder is no place anyone reading the history can look.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from dataclasses import dataclass
 from ..apply.outcome import WROTE, Outcome, Status
 from ..wording import count
 
-_ADVANCED = WROTE | {Status.DELETED}
 _ALSO_COUNTED = (Status.DELETED, Status.FAILED, Status.SKIPPED)  # after "N advanced"
 
 
@@ -50,10 +51,17 @@ class DatasetRun:
     head: str | None = None
 
     @property
+    def wrote(self) -> bool:
+        """Whether the commit holds blocks the run wrote to its chain, which the subject
+        counts as advanced: a pull that failed part way keeps the files before the
+        failing one (``ingest.pull``), which the commit carries too."""
+        return self.outcome.status in WROTE or bool(self.outcome.data_blocks)
+
+    @property
     def advanced(self) -> bool:
-        """Whether the commit holds data of it: a pull that failed part way keeps the
-        files before the failing one (``ingest.pull``), which the commit carries."""
-        return self.outcome.status in _ADVANCED or bool(self.outcome.data_blocks)
+        """Whether the commit's ``Advanced:`` paragraph names it: it wrote blocks, or
+        its chain was deleted (which the subject counts apart)."""
+        return self.wrote or self.outcome.status is Status.DELETED
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ def commit_message(
 def subject(runs: Sequence[DatasetRun], untracked: int = 0) -> str:
     """``reconcile: 3 datasets advanced (1,212 records)``, then any deleted, failed,
     skipped, renamed, moved or untracked."""
-    updated = [r for r in runs if r.outcome.status in WROTE or r.outcome.data_blocks]
+    updated = [r for r in runs if r.wrote]
     parts = []
     if updated:
         records = count(sum(r.outcome.rows for r in updated), "record")
