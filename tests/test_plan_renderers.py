@@ -1078,6 +1078,16 @@ def test_a_path_outside_the_root_is_kept_as_given() -> None:
     )
 
 
+def test_a_message_names_files_under_the_root_relative_to_it_and_no_other_path() -> None:
+    """A message's path under the root is shown relative to it; a path whose middle only
+    spells the root (``/mnt`` + the root) was cut to ``/mnt`` + the rest."""
+    message = f"reads {ROOT}/sources/a.csv, '{ROOT}/b.csv' and /mnt{ROOT}/c.csv"
+    plan = Plan(datasets=(), problems=(Problem(message),), root=ROOT)
+    assert plan_to_dict(plan)["problems"][0]["message"] == (
+        f"reads sources/a.csv, 'b.csv' and /mnt{ROOT}/c.csv"
+    )
+
+
 def test_a_pull_requests_file_names_cannot_put_html_into_the_comment() -> None:
     """A manifest named ``x\\n<!--.yaml`` opened an HTML comment that hid the rest of
     the plan; a source file named ``a<img src=x>.csv`` was rendered as an image."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ..config import shown_paths
 from .model import (
     Action,
     ChainFacts,
@@ -339,7 +340,6 @@ def relative_paths(plan: Plan) -> Plan:
     if plan.root is None:
         return plan
     root = PurePath(plan.root)
-    prefix = f"{root.as_posix()}/"
 
     def relative(location: Location | None) -> Location | None:
         if location is None:
@@ -356,13 +356,13 @@ def relative_paths(plan: Plan) -> Plan:
         ),
         verdicts=tuple(
             dataclasses.replace(
-                v, location=relative(v.location), message=v.message.replace(prefix, "")
+                v, location=relative(v.location), message=shown_paths(v.message, root)
             )
             for v in plan.verdicts
         ),
         problems=tuple(
             dataclasses.replace(
-                p, location=relative(p.location), message=p.message.replace(prefix, "")
+                p, location=relative(p.location), message=shown_paths(p.message, root)
             )
             for p in plan.problems
         ),
