@@ -409,15 +409,27 @@ def test_a_dataset_folder_made_a_link_is_an_error_not_a_git_failure(
 def test_a_blocks_folder_made_a_link_is_an_error_not_a_git_failure(
     pull_request: tuple[Path, Path],
 ) -> None:
-    """The same git failure, one folder deeper: asked about the blocks beneath the link."""
+    """The same git failure, one folder deeper: asked about the blocks beneath the link.
+    Merged past its failed plan, the scheduled run planned "1 unchanged" and would have
+    appended its blocks through the link, into ``copy/``, which its commit leaves out."""
     root, _ = pull_request
     copied(root, f"odf/{NAME}/blocks", edited=False)
     lines = planned_with_links(root, {f"odf/{NAME}/blocks": "../../copy"})
+    unread = f"  odf/{NAME}: {NAME}: chain cannot be read: {NAME}/blocks {LINKED}"
     assert section(lines, "Problems:") == [
         "Problems:",
+        unread,
         f"  odf/{NAME}/blocks: this pull request makes odf/{NAME}/blocks "
         + CHAINS_LINKED.format(target="../../copy"),
     ]
+    merged(root, "links")
+    (root / "sources" / "2.csv").write_text("a,b\n3,z\n")
+    copy = sorted(path.name for path in (root / "copy").iterdir())
+    for args in (["plan"], ["apply", "--yes"]):
+        code, output = cli(root, *args)
+        assert code == 1, output
+        assert section(output.splitlines(), "Problems:") == ["Problems:", unread]
+    assert sorted(path.name for path in (root / "copy").iterdir()) == copy
 
 
 @pytest.mark.parametrize(("folder", "target"), [("odf", "copy"), (f"odf/{NAME}", "../copy")])

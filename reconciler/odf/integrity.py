@@ -47,7 +47,6 @@ from .store import DataStore
 from .store_verify import hashes_to_its_name, intact_objects
 
 _CHUNK = 1 << 20
-_FOLDERS = ("blocks", "refs", "data", "checkpoints", "info")
 
 
 @dataclass(frozen=True)
@@ -205,8 +204,7 @@ def _linked_folders(dataset: Dataset) -> list[IntegrityProblem]:
     """A chain whose folders are links is not read at all: they could lead anywhere."""
     return [
         IntegrityProblem(str(LinkInChainError(dataset.root, folder)))
-        for folder in _FOLDERS
-        if os.path.islink(dataset.root / folder)
+        for folder in dataset.linked_folders()
     ]
 
 

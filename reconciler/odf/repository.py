@@ -92,6 +92,10 @@ class DatasetPathError(RepositoryError):
         super().__init__(f"{root}: {reason}")
 
 
+CHAIN_FOLDERS = ("blocks", "refs", "data", "checkpoints", "info")
+"""The folders of a dataset's folder, in the standard ODF layout."""
+
+
 class LinkInChainError(RepositoryError, ValueError):
     """A file or folder of a chain is a symbolic link. The reconciler writes none, and
     one that arrives in a pull request could lead to any file of the runner (whose text
@@ -287,9 +291,13 @@ class Dataset:
 
     def head(self) -> Multihash | None:
         """The head block's hash; None without one. Read without following a link
-        (``LinkInChainError``); what is not a hash is shown as its first 40 characters."""
-        if os.path.islink(self.layout.refs):
-            raise LinkInChainError(self.root, "refs")
+        (``LinkInChainError``); what is not a hash is shown as its first 40 characters.
+
+        A chain whose folder (``blocks``, ``data``…) is a link has no head either: a plan
+        or a run would read its blocks through the link and append there, outside the
+        chain git holds (a merged pull request made ``blocks`` a link to a copy)."""
+        if linked := self.linked_folders():
+            raise LinkInChainError(self.root, linked[0])
         try:
             data = self._read_own("refs/head")
         except FileNotFoundError:
@@ -302,6 +310,11 @@ class Dataset:
             raise HeadUnreadableError(
                 f"{self.root.name}/refs/head holds no block hash: it reads {shown!r}"
             ) from None
+
+    def linked_folders(self) -> list[str]:
+        """Those of the chain's folders (``CHAIN_FOLDERS``) that are symbolic links: the
+        reconciler makes none, and one could lead anywhere."""
+        return [name for name in CHAIN_FOLDERS if os.path.islink(self.root / name)]
 
     def read_block_bytes(self, hash_: str) -> bytes:
         try:
