@@ -928,7 +928,7 @@ def test_files_glob_from_metadata_is_an_event_time_error(tmp_path: Path) -> None
 def test_files_glob_matching_nothing_without_state_is_source_not_found(tmp_path: Path) -> None:
     with pytest.raises(SourceNotFoundError) as e:
         fetch_url(glob_step("data-*.csv"), tmp_path)
-    assert str(e.value) == f"no files match data-*.csv in {tmp_path}"
+    assert str(e.value) == "no files match data-*.csv"
 
 
 def test_files_glob_matching_nothing_new_with_state_is_up_to_date(tmp_path: Path) -> None:

@@ -618,8 +618,9 @@ def _fetch_files_glob(
     if not pending:
         if prev is not None:
             return UpToDate()
-        where = "" if os.path.isabs(step.path) else f" in {base_dir}"
-        raise SourceNotFoundError(f"no files match {step.path}{where}", origin=step.path)
+        # A relative path is the repository's, as the manifest wrote it: the runner's
+        # checkout folder beside it meant nothing in a run's note or result.json.
+        raise SourceNotFoundError(f"no files match {step.path}", origin=step.path)
 
     name, path = pending[0]
     twins = [str(p) for n, p in pending if n == name]
