@@ -133,9 +133,7 @@ def converge(
             # branch now.
             committed = tree.head()[:12]
             carried = push.carry_over(tree, tip)
-            if carried:
-                moved = f"carried {committed} onto {upstream} as {tree.head()[:12]}"
-                session.say(moved, err=as_json)
+            moved = f"carried {committed} onto {upstream} as {tree.head()[:12]}"
             if stopped and not carried:
                 attempt.result.error = (
                     "interrupted: committed, not pushed: the remote's new commits advanced"
@@ -144,6 +142,8 @@ def converge(
                 attempt.code = EXIT_FAILED
                 return attempt
             if number == attempts:
+                if carried:
+                    session.say(moved, err=as_json)
                 break
             again = (
                 f"pushing again on top of {upstream}"
@@ -154,6 +154,8 @@ def converge(
                 f"push rejected: the remote moved; {again} (attempt {number + 1} of {attempts})",
                 err=True,
             )
+            if carried:  # said after the rejection it answers
+                session.say(moved, err=as_json)
             time.sleep(push.backoff(number, rng))
             if carried:
                 base = tip
