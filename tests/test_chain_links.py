@@ -404,6 +404,15 @@ def test_a_dataset_folder_made_a_link_is_an_error_not_a_git_failure(
     code, output = cli(root, "plan")
     assert code == 1
     assert section(output.splitlines(), "Problems:") == ["Problems:", unread]
+    # merged past its failed plan, the scheduled run's verify passed over it: "0 datasets"
+    code, output = cli(root, "verify", "--integrity")
+    assert code == 1
+    assert output.splitlines()[:-1] == [
+        f"{NAME}: invalid",
+        f"  chain folder not read: dataset folder '{NAME}' is a link that does not lead to a"
+        " folder of the root",
+    ]
+    assert output.splitlines()[-1].startswith("1 dataset: 0 valid, 1 invalid in ")
 
 
 def test_a_blocks_folder_made_a_link_is_an_error_not_a_git_failure(

@@ -16,7 +16,8 @@ import typer
 from ..config import ConfigError, shown_path
 from ..gitloop.gitops import GitError, config_at
 from ..inspection.verify import Verdict, changes_since, verify_change, verify_dataset
-from ..wording import count
+from ..odf.integrity import IntegrityProblem
+from ..wording import count, printable
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -89,7 +90,14 @@ def run(
         work = session.config.work_dir
         check = lambda name: verify_dataset(repo, name, ids, spark, work, no_download)  # noqa: E731
     result = RunResult("verify")
-    verdicts: list[Verdict] = []
+    # A folder that holds a chain, or is a link, but is no dataset's (``strays``: a link
+    # a pull request merged past its failed plan) is invalid: the scheduled run verifies
+    # before it extends anything, and this check passed over it in silence.
+    verdicts = [] if names or select or base is not None else _strays(repo)
+    for verdict in verdicts:
+        result.datasets.append(verified(verdict, 0.0))
+        if not as_json:
+            typer.echo(_describe(verdict))
     code = EXIT_OK
     try:
         for name in checked:
@@ -117,6 +125,17 @@ def run(
             err=as_json,
         )
     _finish(session, result, verdicts, code, as_json)
+
+
+def _strays(repo: OdfRepository) -> list[Verdict]:
+    """An invalid verdict for each folder of the chains' folder that is not read."""
+    return [
+        Verdict(
+            printable(stray.name, one_line=True),
+            [IntegrityProblem(f"chain folder not read: {stray.reason}")],
+        )
+        for stray in repo.strays()
+    ]
 
 
 def _store_of_base(session: Session, base: str) -> OdfRepository:
