@@ -630,7 +630,7 @@ def test_a_bad_file_in_a_backlog_keeps_the_files_before_it_and_the_next_run_goes
         " from this one in N s"
     )
     assert "2026-01-02.csv" in lines[-2]
-    assert lines[-1] == "1 dataset: 1 failed in N s"
+    assert lines[-1] == "1 dataset: 1 failed (1 record kept) in N s"  # said "1 failed"
     dataset = repo.odf.dataset(A)
     assert check_integrity(dataset) == []
     assert [r[3:] for t in slices(dataset) for r in rows(t, "system_time")] == [(1, "d1")]

@@ -75,6 +75,10 @@ def summary(finished: Sequence[Finished], seconds: float) -> str:
         part = f"{len(runs)} {_LABELS[status]}"
         if status in WROTE:
             part += f" ({count(sum(f.outcome.rows for f in runs), 'record')})"
+        elif kept := sum(f.outcome.rows for f in runs if f.outcome.data_blocks):
+            # a pull that failed part way keeps the files before it, which the commit's
+            # subject counts as advanced: this line must not say less
+            part += f" ({count(kept, 'record')} kept)"
         parts.append(part)
     done = ", ".join(parts) or "nothing to do"
     return f"{count(len(finished), 'dataset')}: {done} in {duration(seconds)}"
