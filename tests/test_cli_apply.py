@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_here import reconcile_here
 from gitops_repo import GitOpsRepo, manifest, rows, slices
 from test_cli_conventions import normal
 
@@ -28,10 +29,17 @@ EXAMPLES = (
 
 
 def run(
-    root: Path, *args: str, stdin: str | None = None, cwd: Path | None = None
+    root: Path,
+    *args: str,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``reconcile -C root ARGS``, or ``reconcile ARGS`` run in ``cwd`` when it is given."""
+    """``reconcile -C root ARGS``, or ``reconcile ARGS`` run in ``cwd`` when it is given;
+    in this process (``cli_here``) unless ``process`` asks for a process of its own."""
     where = [] if cwd is not None else ["-C", str(root)]
+    if not process:
+        return reconcile_here([*where, *args], stdin=stdin, cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "reconciler", *where, *args],
         cwd=cwd,
@@ -69,8 +77,9 @@ def test_the_readme_quickstart_ingests_the_examples_on_a_fresh_clone_then_is_up_
     repo = fresh_clone(tmp_path / "alone" / "clone")
     assert sorted(p.name for p in (tmp_path / "alone").iterdir()) == ["clone"]
 
-    # The quickstart's last command, `reconcile`, run in the clone as the README says.
-    first = run(repo.root, "--system-time", "2026-11-21T06:00:00Z", cwd=repo.root)
+    # The quickstart's last command, `reconcile`, run in the clone as the README says,
+    # a process of its own with the examples' Spark settings.
+    first = run(repo.root, "--system-time", "2026-11-21T06:00:00Z", cwd=repo.root, process=True)
     assert first.returncode == 0, first.stdout + first.stderr
     assert [line for line in normal(first.stdout) if " START " not in line][-7:] == [
         "HH:MM:SS OK    org.example.bank.transactions created: 9 blocks (5 metadata), 24 records in N s",

@@ -20,6 +20,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from cli_here import reconcile_here
 from drip_server import dripping_server
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events, rows, slices
 from typer.testing import CliRunner, Result
@@ -601,7 +602,7 @@ def test_a_stop_ends_a_backlog_after_the_file_at_hand_keeping_the_files_done(
         "1 dataset: 1 created (1 record) in N s",
     ]
     assert check_integrity(repo.odf.dataset(A)) == []
-    rest = process(repo.root, "apply", "--system-time", WHEN)
+    rest = reconcile_here(["-C", str(repo.root), "apply", "--system-time", WHEN])
     assert rest.returncode == 0, rest.stdout + rest.stderr
     ingested = [r[3:] for t in slices(repo.odf.dataset(A)) for r in rows(t, "system_time")]
     assert ingested == [(1, "d1"), (2, "d2"), (3, "d3")]
@@ -619,7 +620,7 @@ def test_a_bad_file_in_a_backlog_keeps_the_files_before_it_and_the_next_run_goes
     for day, a in ((1, "1"), (2, "two"), (3, "3")):
         (repo.root / "sources" / f"2026-01-0{day}.csv").write_text(f"a,b\n{a},d{day}\n")
     repo.write(A, manifest(A, "Root", root_events()))
-    first = process(repo.root, "apply", "--system-time", WHEN)
+    first = reconcile_here(["-C", str(repo.root), "apply", "--system-time", WHEN])
     assert first.returncode == 1, first.stdout + first.stderr
     lines = normal(first.stdout)
     assert lines[-2].startswith(
@@ -635,7 +636,7 @@ def test_a_bad_file_in_a_backlog_keeps_the_files_before_it_and_the_next_run_goes
     assert check_integrity(dataset) == []
     assert [r[3:] for t in slices(dataset) for r in rows(t, "system_time")] == [(1, "d1")]
     (repo.root / "sources" / "2026-01-02.csv").write_text("a,b\n2,d2\n")
-    rest = process(repo.root, "apply", "--system-time", WHEN)
+    rest = reconcile_here(["-C", str(repo.root), "apply", "--system-time", WHEN])
     assert rest.returncode == 0, rest.stdout + rest.stderr
     ingested = [r[:2] + r[3:] for t in slices(dataset) for r in rows(t, "system_time")]
     assert ingested == [(0, 0, 1, "d1"), (1, 0, 2, "d2"), (2, 0, 3, "d3")]

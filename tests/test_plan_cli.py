@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import git
 import pytest
+from cli_here import reconcile_here
 from conftest import FIXTURE_MANIFESTS
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
 from test_cli_conventions import normal
@@ -34,6 +35,10 @@ def repo(tmp_path: Path) -> GitOpsRepo:
 def reconcile(
     repo: GitOpsRepo, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """``reconcile -C repo ARGS`` in this process (``cli_here``), or in a process of its
+    own with the environment ``env`` when it is given."""
+    if env is None:
+        return reconcile_here(["-C", str(repo.root), *args])
     return subprocess.run(
         [sys.executable, "-m", "reconciler", "-C", str(repo.root), *args],
         capture_output=True,
