@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import git
@@ -75,8 +76,10 @@ def clone(origin: Path, where: Path) -> git.Repo:
     return repo
 
 
-def reconcile_and_push(where: Path, *extra: str) -> tuple[int, str, str]:
-    result = run(where, "apply", "--commit", "--push", "--system-time", WHEN, *extra)
+def reconcile_and_push(where: Path, *extra: str, process: bool = False) -> tuple[int, str, str]:
+    result = run(
+        where, "apply", "--commit", "--push", "--system-time", WHEN, *extra, process=process
+    )
     return result.returncode, result.stdout, result.stderr
 
 
@@ -157,11 +160,11 @@ def test_a_merged_pull_request_is_applied_on_schedule_committed_and_pushed(
     dev.git.merge("--no-ff", "-m", "Merge pull request: add b", "add-b")
     dev.remote("origin").push("main").raise_if_error()
 
-    # The scheduled run.
+    # The scheduled run, a process of its own as the workflow starts it.
     runner = tmp_path / "runner"
     clone(origin, runner)
     planned = run(runner, "plan", "--format", "json")
-    code, out, err = reconcile_and_push(runner)
+    code, out, err = reconcile_and_push(runner, process=True)
     assert code == 0, out + err
     pushed = git.Repo(origin).commit("main")
     assert pushed.hexsha == git.Repo(runner).head.commit.hexsha
@@ -665,9 +668,21 @@ def test_a_pull_request_putting_chains_in_lfs_changes_no_chain_file(tmp_path: Pa
     runner.git.push("origin", "lfs:main")  # merged
     runner.git.switch("-q", "main")
     runner.git.pull("-q", "--ff-only", "origin", "main")
+    # Touched (or checked out within the second of their commit), the chain files are
+    # read again through the new clean filter, which makes git call them modified: the
+    # run refused the checkout as holding "changes no reconcile run committed".
+    later = time.time() + 5
+    for path in (top / "odf").rglob("*"):
+        if path.is_file():
+            os.utime(path, (later, later))
+    status = git.Repo(top).git.status("--porcelain", "odf").splitlines()
+    assert status == [f" M {path}" for path in git.Repo(top).git.ls_files("odf").splitlines()]
     code, _, stderr = reconcile_and_push(top)
     assert code == 0, stderr
     origin = tmp_path / "origin.git"
+    # Only the run's new files were staged: the old ones stay the blobs they were.
+    changed = git.Repo(origin).git.diff("--name-status", "main~1", "main", "--", "odf")
+    assert [line.split("\t")[0] for line in changed.splitlines()] == ["A", "A", "M"]
     added = git.Repo(origin).git.diff("--name-only", "main~1", "main", "--", f"odf/{A}/data")
     (data,) = added.splitlines()
     pointer = git.Repo(origin).git.show(f"main:{data}")

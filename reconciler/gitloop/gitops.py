@@ -212,7 +212,7 @@ def changed_files(
     diff = repo.git.diff(since.hexsha, *_EVERY_PATH, "--name-status", "-z", "--", *tops)
     fields = diff.split("\0")
     letters = [(fields[i][:1], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
-    same = _same_bytes(repo, top, since.hexsha, [path for letter, path in letters if letter == "M"])
+    same = same_bytes(repo, top, since.hexsha, [path for letter, path in letters if letter == "M"])
     changes = [(_STATUSES[letter], path) for letter, path in letters if path not in same]
     untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", "--", *tops)
     changes += [("added", path) for path in untracked.split("\0") if path]
@@ -268,7 +268,7 @@ def crosses(link: str, folder: str) -> bool:
 _LISTED_AT_ONCE = 1000  # paths per ``git ls-tree``: a command line has its limits
 
 
-def _same_bytes(repo: git.Repo, top: Path, since: str, modified: list[str]) -> set[str]:
+def same_bytes(repo: git.Repo, top: Path, since: str, modified: list[str]) -> set[str]:
     """The ``modified`` files whose bytes on disk are still their blob's at ``since``.
 
     git compares a file on disk through the clean filter its attributes name now: a

@@ -32,6 +32,7 @@ from .gitops import (
     gitlinks,
     glob_escape,
     ignored_paths,
+    same_bytes,
     submodule_in_chains,
 )
 
@@ -147,7 +148,7 @@ class Worktree:
                 f" .gitattributes with {attributes_unset(self.odf)}, or the commit would"
                 " store blocks whose bytes no longer match their hashes"
             )
-        changes = [c for c in self.changes() if not self._transient(c.path)]
+        changes = self._unfiltered([c for c in self.changes() if not self._transient(c.path)])
         under = [c.path for c in changes if self._under_odf(c.path)]
         if under and not odf_changes:
             raise RefusedError(
@@ -195,7 +196,9 @@ class Worktree:
         Files an ignore rule catches are staged too (``--force``): ``check`` refuses the
         rules it can foresee, but a rule may catch only some hash names (``f1620?*``),
         and a commit without them would hold heads whose blocks no clone has."""
-        ours = [c for c in self.changes(ignored_under_odf=True) if self._under_odf(c.path)]
+        ours = self._unfiltered(
+            [c for c in self.changes(ignored_under_odf=True) if self._under_odf(c.path)]
+        )
         stage = [c.path for c in ours if not self._transient(c.path)]
         top = Path(self.repo.working_tree_dir or ".")
         written = [c.path for c in ours if c.worktree != "D" and not self._transient(c.path)]
@@ -257,6 +260,23 @@ class Worktree:
 
     def staged(self) -> list[str]:
         return [p for p in self.repo.git.diff("--cached", "--name-only", "-z").split("\0") if p]
+
+    def _unfiltered(self, changes: list[Change]) -> list[Change]:
+        """``changes`` without the chain files git reads as modified only through the
+        clean filter its attributes name now (``gitops.same_bytes``): once a pull request
+        adds ``odf/** filter=lfs``, every committed chain file git looks at again (a
+        touch, a checkout within the second of its commit) would be stored as a pointer,
+        and a run refused the checkout as holding changes no run committed."""
+        modified = [
+            c.path
+            for c in changes
+            if c.index == " " and c.worktree == "M" and self._under_odf(c.path)
+        ]
+        if not modified:
+            return changes
+        top = Path(self.repo.working_tree_dir or ".")
+        same = same_bytes(self.repo, top, "HEAD", modified)
+        return [c for c in changes if c.path not in same]
 
     def _under_odf(self, path: str) -> bool:
         return path == self.odf or path.startswith(self.odf + "/")
