@@ -322,6 +322,23 @@ def test_every_kind_of_chain_file_is_listed_counted_by_folder_then_by_path() -> 
     ]
 
 
+def test_links_are_named_as_links_not_counted_as_the_files_of_their_folder() -> None:
+    """git lists a folder made a link as the link added beside the files it deleted: a
+    ``blocks`` folder made one read "deletes 2 blocks and adds blocks"."""
+    files = [
+        ("added", PurePosixPath(f"{A}/blocks")),
+        ("deleted", PurePosixPath(f"{A}/blocks/b1")),
+        ("deleted", PurePosixPath(f"{A}/blocks/b2")),
+        ("modified", PurePosixPath(f"{A}/data/d1")),
+        ("modified", PurePosixPath(f"{A}/refs/head")),
+    ]
+    links = frozenset(PurePosixPath(f"{A}/{p}") for p in ("blocks", "data/d1"))
+    assert [c.sentence() for c in chain_changes(files, {}, links)] == [
+        "this pull request deletes 2 blocks, changes refs/head, replaces the blocks folder"
+        f" with a symbolic link and makes data/d1 a symbolic link in the chain of {A}"
+    ]
+
+
 def test_each_changed_chain_gets_a_verdict_of_the_default_rule_when_no_policy_names_it() -> None:
     changes = [ChainChange(A, ("changes refs/head",)), ChainChange(None, ("adds README.md",))]
     assert judge(PolicySet(), changes, Path("/r/odf")) == [

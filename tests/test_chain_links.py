@@ -20,13 +20,18 @@ from typing import ClassVar
 
 import git
 import pytest
-from gitops_repo import GitOpsRepo, manifest, reconcile, root_events
+from gitops_repo import GitOpsRepo, derivative_events, manifest, reconcile, root_events
 from typer.testing import CliRunner
 
 from reconciler.cli import app
+from reconciler.config import RepoConfig
+from reconciler.odf.json_schemas import validator
 from reconciler.odf.timestamps import Timestamp
+from reconciler.plan.model import Location, Problem
+from reconciler.planning.linked_paths import chains_link_problem
 
 NAME = "org.example.a"
+READER = "org.example.b"
 SECRET = "HXSECRET=TOPSECRET-7f3a"
 LINKED = "is a symbolic link: a chain holds only files the reconciler writes, and a link there is never followed"
 
@@ -41,13 +46,32 @@ def cli(root: Path, *args: str) -> tuple[int, str]:
 def pull_request(tmp_path: Path, spark: object) -> tuple[Path, Path]:
     """A repository with one applied, committed root dataset, pushed to a bare remote, on
     a pull request's branch; and a file outside it holding a secret."""
+    return applied(tmp_path, {NAME: manifest(NAME, "Root", root_events())})
+
+
+@pytest.fixture
+def read_pull_request(tmp_path: Path, spark: object) -> tuple[Path, Path]:
+    """``pull_request``, with a derivative (``READER``) that reads its dataset."""
+    query = f"SELECT op, event_time, a, b FROM `{NAME}`"
+    return applied(
+        tmp_path,
+        {
+            NAME: manifest(NAME, "Root", root_events()),
+            READER: manifest(READER, "Derivative", derivative_events([NAME], query)),
+        },
+    )
+
+
+def applied(tmp_path: Path, manifests: dict[str, str]) -> tuple[Path, Path]:
+    """The pull request's repository (``pull_request``) of ``manifests``, by name."""
     repo = GitOpsRepo.create(tmp_path / "repo")
     (repo.root / "sources").mkdir()
     (repo.root / "sources" / "1.csv").write_text("a,b\n1,x\n2,y\n")
-    repo.write(NAME, manifest(NAME, "Root", root_events()))
-    repo.commit("a dataset")
-    assert [o.status.value for o in reconcile(repo.root)] == ["created"]
-    repo.commit("reconcile: 1 dataset created")
+    for name, text in manifests.items():
+        repo.write(name, text)
+    repo.commit("datasets")
+    assert [o.status.value for o in reconcile(repo.root)] == ["created"] * len(manifests)
+    repo.commit("reconcile: datasets created")
     git.Repo.init(tmp_path / "origin.git", bare=True, initial_branch="main")
     local = git.Repo(repo.root)
     local.create_remote("origin", str(tmp_path / "origin.git")).push("main").raise_if_error()
@@ -290,11 +314,17 @@ def test_chains_made_a_link_to_a_copy_merged_earlier_are_an_error(
     root, _ = pull_request
     git.Repo(root).git.execute(["cp", "-r", "odf", "archive"])
     merged(root, "keep a copy")
+    lines = planned_with_links(root, {"odf": "archive"})
     assert (
         "  odf: this pull request makes odf a symbolic link (to archive): git and the reviewer"
         " see the link, but a run reads what it leads to. It is where the chains are, which"
         " only the reconciler writes; restore it from the base branch"
-    ) in planned_with_links(root, {"odf": "archive"})
+    ) in lines
+    # read through the link, the chains were planned "1 unchanged" beside that error
+    assert lines[-1] == "Plan: 1 not planned (chain cannot be read). 3 errors, 0 warnings."
+    code, output = cli(root, "plan", "--base", "origin/main", "--format", "json")
+    document = json.loads(output)
+    assert (code, document["unreadable"], document["datasets"]) == (1, [NAME], [])
 
 
 def test_a_source_folder_made_a_link_to_an_edited_copy_is_an_error(
@@ -352,6 +382,10 @@ CHAINS_LINKED = (
     " leads to. It is where the chains are, which only the reconciler writes; restore it from"
     " the base branch"
 )
+FOLDER_LINKED = (
+    "dataset folder '{name}' is a symbolic link: a chain is read and written only in its own"
+    " folder, never through a link"
+)
 CHAIN_RULE = (
     "only the reconciler writes chains, on the default branch after merge: change the manifests"
     " under datasets/ instead, and restore odf/ from the base branch in this pull request"
@@ -383,10 +417,7 @@ def test_a_dataset_folder_made_a_link_is_an_error_not_a_git_failure(
     root, _ = pull_request
     copied(root, f"odf/{NAME}")
     lines = planned_with_links(root, {f"odf/{NAME}": "../copy"})
-    unread = (
-        f"  odf: {NAME}: chain folder not read: dataset folder '{NAME}' is a link that does not"
-        " lead to a folder of the root"
-    )
+    unread = f"  odf: {NAME}: chain folder not read: {FOLDER_LINKED.format(name=NAME)}"
     assert section(lines, "Problems:") == [
         "Problems:",
         unread,
@@ -409,8 +440,7 @@ def test_a_dataset_folder_made_a_link_is_an_error_not_a_git_failure(
     assert code == 1
     assert output.splitlines()[:-1] == [
         f"{NAME}: invalid",
-        f"  chain folder not read: dataset folder '{NAME}' is a link that does not lead to a"
-        " folder of the root",
+        f"  chain folder not read: {FOLDER_LINKED.format(name=NAME)}",
     ]
     assert output.splitlines()[-1].startswith("1 dataset: 0 valid, 1 invalid in ")
 
@@ -430,6 +460,13 @@ def test_a_blocks_folder_made_a_link_is_an_error_not_a_git_failure(
         unread,
         f"  odf/{NAME}/blocks: this pull request makes odf/{NAME}/blocks "
         + CHAINS_LINKED.format(target="../../copy"),
+    ]
+    # the link itself read "adds blocks", as if the pull request had added some
+    assert section(lines, "Policy errors:") == [
+        "Policy errors:",
+        f"  [chains-changed-in-pull-request] odf/{NAME}: {NAME}: this pull request deletes 6"
+        f" blocks and replaces the blocks folder with a symbolic link in the chain of {NAME}:"
+        f" {CHAIN_RULE}",
     ]
     merged(root, "links")
     (root / "sources" / "2.csv").write_text("a,b\n3,z\n")
@@ -456,6 +493,26 @@ def test_the_incremental_check_fails_on_chains_made_a_link(
     assert (code, output) == (1, expected)
 
 
+def test_the_incremental_check_fails_on_a_dataset_folder_link_the_pull_request_retargets(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """Journey 40: a link the base has already is not the pull request's doing, but a new
+    target is: what the chains are read from changed."""
+    root, _ = pull_request
+    for copy in ("a", "b"):
+        git.Repo(root).git.execute(["cp", "-r", str(chain(root)), copy])
+    git.Repo(root).git.rm("-r", "-q", f"odf/{NAME}")
+    chain(root).symlink_to("../a")
+    merged(root, "the chain moved out, behind a link")
+    chain(root).unlink()
+    chain(root).symlink_to("../b")
+    git.Repo(root).git.add(A=True)
+    git.Repo(root).index.commit("a link retargeted")
+    code, output = cli(root, "verify", "--integrity", "--base", "origin/main")
+    expected = f"odf/{NAME} {CHAINS_LINKED.format(target='../b')}"
+    assert (code, output) == (1, f"error: this pull request makes {expected}\n")
+
+
 def test_the_chains_verdict_on_a_linked_chains_folder_lists_no_dot(
     pull_request: tuple[Path, Path],
 ) -> None:
@@ -470,4 +527,149 @@ def test_the_chains_verdict_on_a_linked_chains_folder_lists_no_dot(
         f"  [chains-changed-in-pull-request] odf/{NAME}: {NAME}: this pull request deletes 6"
         f" blocks, deletes 1 data file, deletes info/alias and deletes refs/head in the chain"
         f" of {NAME}: {CHAIN_RULE}",
+    ]
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file and link under ``root`` but ``.git``, with its text or its link's
+    target: what a refused run must leave as it found it."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        if ".git" in path.relative_to(root).parts or (path.is_dir() and not path.is_symlink()):
+            continue
+        text = f"-> {os.readlink(path)}" if path.is_symlink() else path.read_text("latin-1")
+        found[path.relative_to(root).as_posix()] = text
+    return found
+
+
+def test_a_reader_of_a_chain_that_cannot_be_read_is_not_planned(
+    read_pull_request: tuple[Path, Path],
+) -> None:
+    """Its input's chain unread, the reader was planned over an input with no chain: "will
+    be recreated: its chain reads did:odf:…, which no chain has any more (an input was
+    recreated)", reprocessing "0 input records", none of it true."""
+    root, _ = read_pull_request
+    copied(root, f"odf/{NAME}")
+    lines = planned_with_links(root, {f"odf/{NAME}": "../copy"})
+    not_planned = f"! {READER} not planned: it reads {NAME}, whose chain cannot be read"
+    headline = (
+        "Plan: 1 not planned (chain cannot be read), 1 not planned (reads a chain that cannot"
+        " be read). {}, 0 warnings."
+    )
+    assert (lines[:2], lines[-1]) == ([not_planned, ""], headline.format("3 errors"))
+    assert not any("recreate" in line for line in lines), lines
+    unread = f"  odf: {NAME}: chain folder not read: {FOLDER_LINKED.format(name=NAME)}"
+    code, output = cli(root, "plan")
+    expected = [not_planned, "", "Problems:", unread, "", headline.format("1 error")]
+    assert (code, output.splitlines()) == (1, expected)
+    code, output = cli(root, "plan", "--format", "json")
+    document = json.loads(output)
+    validator("plan.json").validate(document)
+    assert (code, document["unreadable"], document["datasets"], document["verdicts"]) == (
+        1,
+        [NAME],
+        [],
+        [],
+    )
+    assert document["blocked"] == [{"name": READER, "inputs": [NAME]}]
+    code, output = cli(root, "plan", "--format", "markdown")
+    assert code == 1
+    assert (
+        f"- `{READER}` not planned: it reads `{NAME}`, whose chain cannot be read"
+        in output.splitlines()
+    )
+    before = tree(root)
+    code, output = cli(root, "apply", "--yes")
+    assert code == 1
+    assert not_planned in output.splitlines()
+    assert tree(root) == before
+
+
+CHAINS_OWN_TREE = (
+    "{link} is a symbolic link (to {target}): the chains{under} must be in the repository's"
+    " own tree, which only the reconciler writes; restore the folder from the commit before"
+    " the link"
+)
+
+
+def test_chains_made_a_link_in_a_merged_pull_request_are_neither_planned_nor_applied(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """Merged past its failed plan, ``odf`` a link to a copy: the scheduled run (no base)
+    read the chains through it, planned "1 to update" and would have appended the new
+    file's blocks into ``copy/``, which its commit leaves out. The base has the link too,
+    so a later pull request's plan said nothing of it either."""
+    root, _ = pull_request
+    copied(root, "odf", edited=False)
+    git.Repo(root).git.rm("-r", "-q", "odf")
+    (root / "odf").symlink_to("copy")
+    merged(root, "the chains a link")
+    (root / "sources" / "2.csv").write_text("a,b\n3,z\n")
+    error = CHAINS_OWN_TREE.format(link="odf", target="copy", under="")
+    expected = [
+        "Problems:",
+        f"  odf: {error}",
+        "",
+        "Plan: 1 not planned (chain cannot be read). 1 error, 0 warnings.",
+    ]
+    before = tree(root)
+    for args in (["plan"], ["plan", "--base", "origin/main"]):
+        code, output = cli(root, *args)
+        assert (code, output.splitlines()) == (1, expected)
+    code, output = cli(root, "apply", "--yes")
+    assert code == 1
+    assert (
+        f"error: the plan has 1 error, so nothing was applied; the first: odf: {error}"
+        in output.splitlines()
+    )
+    assert tree(root) == before
+
+
+def test_chains_under_a_linked_folder_are_refused_naming_the_link(tmp_path: Path) -> None:
+    (tmp_path / "real" / "odf").mkdir(parents=True)
+    (tmp_path / "store").symlink_to("real")
+    (tmp_path / "pyproject.toml").write_text('[tool.reconciler]\nodf_root = "store/odf"\n')
+    config = RepoConfig.load(tmp_path)
+    message = CHAINS_OWN_TREE.format(link="store", target="real", under=" (store/odf)")
+    assert chains_link_problem(config) == Problem(
+        message, location=Location(str(config.root / "store"))
+    )
+    (tmp_path / "pyproject.toml").write_text('[tool.reconciler]\nodf_root = "real/odf"\n')
+    assert chains_link_problem(RepoConfig.load(tmp_path)) is None
+
+
+def test_a_dataset_folder_linked_to_another_in_the_chains_folder_is_not_read(
+    pull_request: tuple[Path, Path],
+) -> None:
+    """``odf/org.example.a`` a link to ``org.example.z``, a copy of its chain: both were
+    read as chains, one id under two names, and a run appended the new file's blocks to
+    the copy's folder through the link."""
+    root, _ = pull_request
+    copy = "org.example.z"
+    git.Repo(root).git.execute(["cp", "-r", f"odf/{NAME}", f"odf/{copy}"])
+    git.Repo(root).git.rm("-r", "-q", f"odf/{NAME}")
+    chain(root).symlink_to(copy)
+    merged(root, "a dataset folder linked to another")
+    (root / "sources" / "2.csv").write_text("a,b\n3,z\n")
+    unread = f"chain folder not read: {FOLDER_LINKED.format(name=NAME)}"
+    before = tree(root)
+    code, output = cli(root, "plan")
+    assert code == 1
+    assert section(output.splitlines(), "Problems:") == ["Problems:", f"  odf: {NAME}: {unread}"]
+    assert output.splitlines()[-1] == (
+        "Plan: 1 orphaned, 1 not planned (chain cannot be read). 1 error, 0 warnings."
+    )
+    code, output = cli(root, "apply", "--yes")
+    assert code == 1
+    refused = (
+        f"error: the plan has 1 error, so nothing was applied; the first: odf: {NAME}: {unread}"
+    )
+    assert refused in output.splitlines()
+    assert tree(root) == before
+    code, output = cli(root, "verify", "--integrity")
+    assert code == 1
+    assert output.splitlines()[:3] == [
+        f"{NAME}: invalid",
+        f"  {unread}",
+        f"{copy}: valid (6 block(s))",
     ]

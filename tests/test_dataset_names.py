@@ -108,16 +108,23 @@ def test_the_repository_refuses_a_dataset_folder_linked_out_of_the_root(tmp_path
     (tmp_path / "odf" / "org.example.x").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(DatasetPathError) as raised:
         OdfRepository(tmp_path / "odf").dataset("org.example.x")
-    assert raised.value.reason == (
-        "dataset folder 'org.example.x' is a link that does not lead to a folder of the root"
-    )
+    assert raised.value.reason == LINKED.format(name="org.example.x")
 
 
-def test_a_link_to_another_folder_of_the_root_is_a_dataset_folder(tmp_path: Path) -> None:
+def test_a_link_to_another_folder_of_the_root_is_no_dataset_folder(tmp_path: Path) -> None:
+    """Read through, it was that folder's chain under a second name, and a run appended
+    to it there."""
     (tmp_path / "odf" / "org.example.real").mkdir(parents=True)
     (tmp_path / "odf" / "org.example.x").symlink_to("org.example.real")
-    dataset = OdfRepository(tmp_path / "odf").dataset("org.example.x")
-    assert dataset.root == tmp_path / "odf" / "org.example.x"
+    with pytest.raises(DatasetPathError) as raised:
+        OdfRepository(tmp_path / "odf").dataset("org.example.x")
+    assert raised.value.reason == LINKED.format(name="org.example.x")
+
+
+LINKED = (
+    "dataset folder '{name}' is a symbolic link: a chain is read and written only in its own"
+    " folder, never through a link"
+)
 
 
 def test_chain_folders_with_invalid_names_are_strays_not_datasets(tmp_path: Path) -> None:
@@ -139,10 +146,7 @@ def test_chain_folders_with_invalid_names_are_strays_not_datasets(tmp_path: Path
             "bad name",
             f"'bad name' is not a valid dataset name: {EXPECTED} (like org.example.weather)",
         ),
-        (
-            "org.example.link",
-            "dataset folder 'org.example.link' is a link that does not lead to a folder of the root",
-        ),
+        ("org.example.link", LINKED.format(name="org.example.link")),
     ]
 
 

@@ -213,14 +213,15 @@ CHAINS = [
     Hostile(
         "chain-folder-linked-outside-the-repository",
         {},
-        "chain folder not read: dataset folder 'org.example.out' is a link",
+        "chain folder not read: dataset folder 'org.example.out' is a symbolic link",
         symlinks={"odf/org.example.out": "{outside}"},
         file="odf",
     ),
     Hostile(
         "chain-folder-linked-elsewhere-in-the-repository",
         {"sources/fake/refs/head": "x"},
-        "dataset folder 'org.example.fake' is a link that does not lead to a folder of the root",
+        "dataset folder 'org.example.fake' is a symbolic link: a chain is read and written"
+        " only in its own folder, never through a link",
         symlinks={"odf/org.example.fake": "../sources/fake"},
         file="odf",
     ),

@@ -20,6 +20,7 @@ from reconciler.commands.progress import describe
 from reconciler.odf.json_schemas import SCHEMA_DIR, validator
 from reconciler.plan.model import (
     Action,
+    Blocked,
     ChangeClass,
     Column,
     DatasetPlan,
@@ -589,6 +590,48 @@ def test_text_shows_a_failed_query_with_the_engine_error_and_its_line() -> None:
         "        == SQL (line 4, position 3) ==",
         "          price * 2 AS c",
         "          ^^^^^",
+    ]
+
+
+def test_every_format_gives_each_reader_of_an_unreadable_chain_one_line() -> None:
+    """Not planned (its inputs' chains cannot be read), a reader is counted apart from
+    them and named with them, in dependency order, and its JSON is a valid plan's."""
+    plan = Plan(
+        datasets=(WEEKLY,),
+        unreadable=("org.example.a", "org.example.b"),
+        blocked=(
+            Blocked("org.example.c", ("org.example.a",)),
+            Blocked("org.example.d", ("org.example.a", "org.example.b")),
+        ),
+    )
+    assert render_text(plan, color=False).splitlines() == [
+        "= org.example.ticks.weekly (Derivative) unchanged",
+        "! org.example.c not planned: it reads org.example.a, whose chain cannot be read",
+        "! org.example.d not planned: it reads org.example.a, org.example.b, whose chains"
+        " cannot be read",
+        "",
+        "Plan: 1 unchanged, 2 not planned (chain cannot be read), 2 not planned (reads a chain"
+        " that cannot be read). 0 errors, 0 warnings.",
+    ]
+    lines = render_markdown(plan).splitlines()
+    assert lines[2] == (
+        "no errors · 1 unchanged · 2 not planned (chain cannot be read) · 2 not planned"
+        " (reads a chain that cannot be read)"
+    )
+    assert lines[lines.index("### Datasets") :] == [
+        "### Datasets",
+        "",
+        "_No dataset changes: 1 unchanged dataset._",
+        "",
+        "- `org.example.c` not planned: it reads `org.example.a`, whose chain cannot be read",
+        "- `org.example.d` not planned: it reads `org.example.a`, `org.example.b`, whose"
+        " chains cannot be read",
+    ]
+    document = plan_to_dict(plan)
+    assert list(validator("plan.json").iter_errors(document)) == []
+    assert document["blocked"] == [
+        {"name": "org.example.c", "inputs": ["org.example.a"]},
+        {"name": "org.example.d", "inputs": ["org.example.a", "org.example.b"]},
     ]
 
 

@@ -84,7 +84,7 @@ class BlockHashMismatchError(RepositoryError):
 
 class DatasetPathError(RepositoryError):
     """A dataset name that cannot be a folder of the repository: outside the grammar, or
-    leading out of the root through a link. Manifests are validated long before a path
+    a symbolic link, wherever it leads. Manifests are validated long before a path
     is built; this is the last line, so that no bypassed check can write elsewhere."""
 
     def __init__(self, root: Path, name: str, reason: str) -> None:
@@ -686,9 +686,7 @@ class OdfRepository:
         under the name, which ``finish_replacements`` settles by putting the old one back,
         so a crash leaves either the old chain or the whole new one.
         """
-        target = self.folder(name)
-        if target.is_symlink():
-            raise DatasetPathError(self.root, name, f"{name} is a link: its chain is not replaced")
+        target = self.folder(name)  # never a link
         aside = self.root / f"{_SET_ASIDE}{name}"
         shutil.rmtree(aside, ignore_errors=True)
         if target.exists():
@@ -702,9 +700,7 @@ class OdfRepository:
         one rename of the folder, then its ``info/alias``. The chain itself names no
         dataset, so nothing in it changes. A crash between the two leaves the old name in
         the alias, which the next run's ``remove_leftovers`` puts right."""
-        source, target = self.folder(old), self.folder(new)
-        if source.is_symlink() or target.is_symlink():
-            raise DatasetPathError(self.root, old, "a linked dataset folder is not renamed")
+        source, target = self.folder(old), self.folder(new)  # never links
         if target.exists():
             raise RepositoryError(f"cannot rename {old} to {new}: {target} exists")
         os.rename(source, target)
@@ -732,12 +728,19 @@ class OdfRepository:
         return settled
 
     def folder(self, name: str) -> Path:
+        """The folder of ``name`` in the root; ``DatasetPathError`` for a name outside
+        the grammar or a folder that is a symbolic link."""
         problem = name_problem(name)
         if problem is not None:
             raise DatasetPathError(self.root, name, problem)
         path = self.root / name
-        if path.is_symlink() and not _links_into(path, self.root):
-            reason = f"dataset folder {name!r} is a link that does not lead to a folder of the root"
+        if path.is_symlink():
+            # Followed into the root, it read another folder's chain under this name (one
+            # id, two names) and a run appended to that folder; out of it, to anywhere.
+            reason = (
+                f"dataset folder {name!r} is a symbolic link: a chain is read and written"
+                " only in its own folder, never through a link"
+            )
             raise DatasetPathError(self.root, name, reason)
         return path
 
@@ -799,11 +802,3 @@ def _named(hash_: str, decode: Callable[[bytes], _B], data: bytes) -> _B:
         return decode(data)
     except BlockDecodeError as error:
         raise BlockDecodeError(f"block {hash_}: {error}") from None
-
-
-def _links_into(link: Path, root: Path) -> bool:
-    """Whether ``link`` resolves to a folder directly inside ``root`` (a loop does not)."""
-    try:
-        return link.resolve(strict=True).parent == root.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return False

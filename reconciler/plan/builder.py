@@ -29,6 +29,7 @@ from .diff import (
 )
 from .model import (
     Action,
+    Blocked,
     ChainFacts,
     ChangeClass,
     Column,
@@ -120,7 +121,8 @@ class PlanOptions:
     unreadable: frozenset[str] = frozenset()
     """Datasets whose chains cannot be read (``read_actual``'s problems): left out of the
     plan and their queries not analysed. Planned as if they had no chain, they showed as
-    "to create" beside the error saying their chain exists."""
+    "to create" beside the error saying their chain exists. The datasets downstream of
+    them are left out too (``Plan.blocked``)."""
 
 
 def build_plan(
@@ -154,10 +156,12 @@ def build_plan(
         if name in options.renames:
             plans[name] = replace(plans[name], renamed_from=options.renames[name])
     _mark_downstream(plans, desired)
+    blocked = _blocked(desired, plans, options.unreadable)
+    left_out = options.unreadable | {b.name for b in blocked}  # planned, never shown
     analysed = options.analysed
-    if options.unreadable:  # their queries are not judged: their plans are not shown
+    if left_out:  # their queries are not judged: their plans are not shown
         analysed = frozenset(desired.datasets) if analysed is None else analysed
-        analysed -= options.unreadable
+        analysed -= left_out
     checker = _QueryChecker(desired, validator, ids_to_names, all_problems, analysed)
     for name in desired.datasets:
         plans[name] = checker.check(plans[name])
@@ -194,6 +198,7 @@ def build_plan(
         history=history,
         listings=listings,
         problems=all_problems,
+        left_out=left_out,
     )
     # judged once the recreates are known: a recreated root reads every file again
     for name, problems in unread.items():
@@ -209,9 +214,9 @@ def build_plan(
     verdicts: list[Verdict] = []
     if policies is not None:
         for name, ds in desired.datasets.items():
-            verdicts += policies(ds, plans[name])
+            verdicts += policies(ds, plans[name]) if name not in left_out else []
     order = [*desired.datasets, *sorted(n for n in plans if n not in desired.datasets)]
-    order = [n for n in order if n not in options.unreadable]
+    order = [n for n in order if n not in left_out]
     return Plan(
         datasets=tuple(plans[n] for n in order),
         verdicts=tuple(verdicts),
@@ -219,6 +224,26 @@ def build_plan(
         base_ref=options.base_ref,
         engine_started=checker.used,
         unreadable=tuple(sorted(options.unreadable)),
+        blocked=blocked,
+    )
+
+
+def _blocked(
+    desired: DesiredState, plans: Mapping[str, DatasetPlan], unreadable: frozenset[str]
+) -> tuple[Blocked, ...]:
+    """Every dataset downstream (``plans``' ``downstream``) of a chain that cannot be
+    read, with those chains, in dependency order. Planned over an input with no chain, a
+    derivative whose chain names the input's id read "will be recreated" (no chain read
+    has that id) with "0 input records". An unreadable one is counted as such, not here."""
+    reads: dict[str, list[str]] = {}
+    for name in desired.datasets:  # dependency order, so each list is in it too
+        if name in unreadable:
+            for reader in plans[name].downstream:
+                reads.setdefault(reader, []).append(name)
+    return tuple(
+        Blocked(name, tuple(reads[name]))
+        for name in desired.datasets
+        if name in reads and name not in unreadable
     )
 
 

@@ -68,12 +68,15 @@ class ChainChange:
 def chain_changes(
     files: Iterable[tuple[FileStatus, PurePosixPath]],
     new_blocks: Mapping[PurePosixPath, models.MetadataBlock],
+    links: frozenset[PurePosixPath] = frozenset(),
 ) -> list[ChainChange]:
     """Per dataset, in name order, what ``files`` (paths relative to the chains' folder) do.
 
     ``new_blocks`` are the added block files that could be decoded, by path: their event
     kinds, in sequence order, tell the reviewer what the pull request claims happened
-    (an undecodable one is counted as ``unreadable``).
+    (an undecodable one is counted as ``unreadable``). ``links`` are those of ``files``
+    that are symbolic links on disk: named as links, never counted as the files of their
+    folder (a ``blocks`` folder made a link read "adds blocks").
     """
     by_dataset: dict[str | None, list[tuple[FileStatus, PurePosixPath]]] = {}
     for status, path in files:
@@ -81,7 +84,7 @@ def chain_changes(
         inside = PurePosixPath(*path.parts[1:]) if dataset else path
         by_dataset.setdefault(dataset, []).append((status, inside))
     return [
-        ChainChange(dataset, _clauses(dataset, changes, new_blocks))
+        ChainChange(dataset, _clauses(dataset, changes, new_blocks, links))
         for dataset, changes in sorted(by_dataset.items(), key=lambda item: item[0] or "")
     ]
 
@@ -100,8 +103,12 @@ def _clauses(
     dataset: str | None,
     changes: list[tuple[FileStatus, PurePosixPath]],
     new_blocks: Mapping[PurePosixPath, models.MetadataBlock],
+    links: frozenset[PurePosixPath],
 ) -> tuple[str, ...]:
-    """Counted folders first (blocks, data, checkpoints), then every other file by path."""
+    """Counted folders first (blocks, data, checkpoints), then every other file by path,
+    then the links (``_link_clause``)."""
+    linked = [p for _, p in changes if _in_chains(dataset, p) in links]
+    changes = [(s, p) for s, p in changes if p not in linked]
     clauses = []
     for folder, noun in _COUNTED.items():
         for status in _ORDER:
@@ -110,12 +117,28 @@ def _clauses(
                 continue
             count = f"{len(paths)} {noun}" + ("" if len(paths) == 1 else "s")
             if folder == "blocks" and status == "added":
-                full = [PurePosixPath(dataset, p) if dataset else p for p in paths]
+                full = [_in_chains(dataset, p) for p in paths]
                 clauses.append(f"appends {count} ({_kinds(full, new_blocks)})")
             else:
                 clauses.append(f"{_VERBS[status]} {count}")
     clauses += [f"{_VERBS[s]} {p}" for s, p in sorted(changes) if _folder(p) not in _COUNTED]
+    clauses += [_link_clause(link, changes) for link in sorted(linked)]
     return tuple(clauses)
+
+
+def _link_clause(link: PurePosixPath, changes: list[tuple[FileStatus, PurePosixPath]]) -> str:
+    """``replaces the blocks folder with a symbolic link``: git lists a folder made a link
+    as the link added beside the files it deleted (counted apart), so one with changes
+    beneath it replaced a folder; any other was made a link where a file was, or none."""
+    if any(link in path.parents for _, path in changes):
+        return f"replaces the {link} folder with a symbolic link"
+    return f"makes {link} a symbolic link"
+
+
+def _in_chains(dataset: str | None, path: PurePosixPath) -> PurePosixPath:
+    """A path of ``dataset``'s folder as the chains' folder names it (as the caller's
+    ``new_blocks`` and ``links`` do)."""
+    return PurePosixPath(dataset, path) if dataset else path
 
 
 def _folder(path: PurePosixPath) -> str | None:

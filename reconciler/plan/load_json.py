@@ -17,6 +17,7 @@ from typing import Any
 from .model import (
     PLAN_FORMAT_VERSION,
     Action,
+    Blocked,
     ChainFacts,
     ChangeClass,
     Column,
@@ -55,6 +56,9 @@ def plan_from_dict(document: dict[str, Any]) -> Plan:
             base_ref=document.get("baseRef"),
             selection=None if "selection" not in document else tuple(document["selection"]),
             unreadable=tuple(document.get("unreadable", ())),
+            blocked=tuple(
+                Blocked(b["name"], tuple(b["inputs"])) for b in document.get("blocked", ())
+            ),
             engine_started=document["engineStarted"],
             commit=document.get("commit"),
             fingerprints=load_fingerprints(document["fingerprints"])

@@ -223,6 +223,17 @@ class Recreate:
 
 
 @dataclass(frozen=True)
+class Blocked:
+    """A dataset that reads a chain that cannot be read (``Plan.unreadable``), directly
+    or through other datasets: not planned. Planned over the missing input, a derivative
+    read "will be recreated" (its chain names an id no chain read has) with "0 input
+    records", none of it true."""
+
+    name: str
+    inputs: tuple[str, ...]  # the unreadable chains it reads, in dependency order
+
+
+@dataclass(frozen=True)
 class Fingerprints:
     """Everything a plan was computed from, so that a saved plan is refused once any of it
     moved: the sha256 of each manifest and policy file (by path relative to the repository
@@ -258,6 +269,8 @@ class Plan:
     # the datasets whose chains cannot be read: left out of ``datasets``, their problems
     # say why (planned as chainless, they would read "to create")
     unreadable: tuple[str, ...] = ()
+    # the datasets that read one of those, left out of ``datasets`` as well
+    blocked: tuple[Blocked, ...] = ()
     format_version: int = PLAN_FORMAT_VERSION
 
     @property

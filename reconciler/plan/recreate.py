@@ -61,15 +61,19 @@ def plan_recreates(
     history: HistoryReader | None,
     listings: GlobListings | None,
     problems: list[Problem],
+    left_out: frozenset[str] = frozenset(),
 ) -> dict[str, DatasetPlan]:
     """``plans`` with every dataset to recreate turned into a RECREATE; the reasons a
     root cannot be recreated go to ``problems``. ``history`` and ``listings`` (the files
-    each ``FilesGlob`` matches now) tell whether a root's files are all still there."""
+    each ``FilesGlob`` matches now) tell whether a root's files are all still there.
+    ``left_out`` are not planned (``Plan.unreadable``, ``Plan.blocked``), so never
+    recreated: a reader of a chain that cannot be read finds no chain with its input's
+    id, which says nothing of an input recreated."""
     names = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id is not None}
     causes: dict[str, str] = {}
     for name, ds in desired.datasets.items():  # dependency order: inputs first
         state = actual.get(name)
-        if state is None or state.dataset_id is None or state.head is None:
+        if state is None or state.dataset_id is None or state.head is None or name in left_out:
             continue
         cause = _breaking_cause(plans[name]) or _input_cause(ds, state, causes, names)
         if cause is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ import yaml
 from ..config import shown_paths
 from .model import (
     Action,
+    Blocked,
     ChainFacts,
     ChangeClass,
     Column,
@@ -292,10 +294,26 @@ def action_phrase(action: Action, count: int) -> str:
     return _SUMMARY_PHRASES[action].format(count)
 
 
-def unreadable_phrase(plan: Plan) -> str:
-    """``1 not planned (chain cannot be read)``: the datasets the summaries cannot count
-    under any action."""
-    return f"{len(plan.unreadable):,} not planned (chain cannot be read)"
+def not_planned_phrases(plan: Plan) -> list[str]:
+    """``1 not planned (chain cannot be read)``, ``1 not planned (reads a chain that
+    cannot be read)`` (``Plan.unreadable``, ``Plan.blocked``), each when it counts any:
+    the datasets the summaries cannot count under any action, worded alike as left out
+    for one reason."""
+    phrases = []
+    if plan.unreadable:
+        phrases.append(f"{len(plan.unreadable):,} not planned (chain cannot be read)")
+    if plan.blocked:
+        phrases.append(f"{len(plan.blocked):,} not planned (reads a chain that cannot be read)")
+    return phrases
+
+
+def blocked_sentence(blocked: Blocked, name: Callable[[str], str] = str) -> str:
+    """``org.y not planned: it reads org.x, whose chain cannot be read``: the one line a
+    dataset left out of the plan for its input gets (the input's error says why that
+    cannot be read). ``name`` writes a dataset's name (a code span in Markdown)."""
+    chains = "chain cannot" if len(blocked.inputs) == 1 else "chains cannot"
+    inputs = ", ".join(map(name, blocked.inputs))
+    return f"{name(blocked.name)} not planned: it reads {inputs}, whose {chains} be read"
 
 
 def summary_sentence(plan: Plan) -> str:
@@ -308,8 +326,7 @@ def summary_sentence(plan: Plan) -> str:
     actions = [action_phrase(a, counts[a.value]) for a in Action if counts[a.value]]
     if renamed := sum(1 for d in plan.datasets if d.renamed_from is not None):
         actions.append(f"{renamed} renamed")
-    if plan.unreadable:
-        actions.append(unreadable_phrase(plan))
+    actions += not_planned_phrases(plan)
     sentence = "Plan: " + (", ".join(actions) or "no datasets")
     if pending := pending_count(plan):
         sentence += f"; {pending} with pending data"

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from .model import (
+    Blocked,
     ChainFacts,
     Column,
     DatasetPlan,
@@ -49,6 +50,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "fingerprints": _fingerprints(plan.fingerprints) if plan.fingerprints else None,
             "selection": None if plan.selection is None else list(plan.selection),
             "unreadable": list(plan.unreadable) or None,
+            "blocked": [_blocked(b) for b in plan.blocked] or None,
             "engineStarted": plan.engine_started,
             "summary": _summary(plan),
             "datasets": [_dataset(d) for d in plan.datasets],
@@ -110,6 +112,10 @@ def _dataset(dataset: DatasetPlan) -> dict[str, Any]:
             "chain": _chain(dataset.chain) if dataset.chain else None,
         }
     )
+
+
+def _blocked(blocked: Blocked) -> dict[str, Any]:
+    return {"name": blocked.name, "inputs": list(blocked.inputs)}
 
 
 def _chain(chain: ChainFacts) -> dict[str, Any]:

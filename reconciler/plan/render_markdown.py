@@ -38,6 +38,7 @@ from .model import (
 from .render_common import (
     action_facts,
     action_phrase,
+    blocked_sentence,
     breaking_datasets,
     changes_metadata,
     column_type,
@@ -46,11 +47,11 @@ from .render_common import (
     dataset_warnings,
     error_count,
     event_diff,
+    not_planned_phrases,
     pending_count,
     problems_by_severity,
     readable,
     schema_rows,
-    unreadable_phrase,
     verdicts_by_severity,
     warning_count,
 )
@@ -238,10 +239,8 @@ def _summary(plan: Plan) -> str:
     parts += [action_phrase(a, counts[a.value]) for a in _SUMMARY_ORDER if counts[a.value]]
     if renamed := sum(1 for d in plan.datasets if d.renamed_from is not None):
         parts.append(f"{renamed} renamed")
-    if plan.unreadable:
-        parts.append(unreadable_phrase(plan))
-    elif not plan.datasets:
-        parts.append("no datasets")
+    not_planned = not_planned_phrases(plan)
+    parts += not_planned if not_planned or plan.datasets else ["no datasets"]
     if pending := pending_count(plan):
         parts.append(f"{pending} with pending data")
     return " · ".join(parts)
@@ -288,16 +287,18 @@ def _datasets(plan: Plan, cap: int | None = None) -> list[str]:
     count = counted(len(unlisted), "unchanged dataset")
     if polled := sum(1 for d in unlisted if d.pending):
         count += f" ({polled} with a source that may have new data)"
-    if not listed:
-        return [f"_No dataset changes: {count}._"]
+    blocks = [] if listed else [f"_No dataset changes: {count}._"]
     shown = listed if cap is None else listed[:cap]
     rows = [_dataset_row(d, plan, errors[d.name]) for d in shown]
-    blocks = [_table(_DATASET_HEADER, rows)] if rows else []
+    blocks += [_table(_DATASET_HEADER, rows)] if rows else []
     if len(shown) < len(listed):
         left = _left_out(len(listed) - len(shown), "changed dataset", bool(shown))
         blocks.append(f"_{left}_")
-    if unlisted:
+    if unlisted and listed:
         blocks.append(f"_Not listed: {count}._")
+    if plan.blocked:  # in no row: they are not planned, and their input's error says why
+        items = [f"- {_inline(blocked_sentence(b, _code))}" for b in plan.blocked]
+        blocks.append(_cut(items, cap, "unplanned reader"))
     return blocks
 
 

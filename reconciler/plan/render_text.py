@@ -13,6 +13,7 @@ from .model import Action, DatasetPlan, EventChange, Plan, QueryCheck, SchemaCha
 from .render_common import (
     SYMBOLS,
     action_facts,
+    blocked_sentence,
     changes_metadata,
     column_type,
     event_diff,
@@ -60,9 +61,11 @@ _INDENT = "    "
 
 def render_text(plan: Plan, color: bool, quiet: bool = False) -> str:
     """The whole plan as text, ending with a newline; ANSI colours only when ``color``.
-    ``quiet`` (``-q``): only the errors and the summary line."""
+    ``quiet`` (``-q``): only the errors and the summary line. A dataset left out for an
+    input whose chain cannot be read (``Plan.blocked``) gets a line after the planned."""
     plan = readable(plan)
-    lines = [] if quiet else _join_datasets([_dataset(d) for d in plan.datasets])
+    blocked = [[(_YELLOW, f"! {blocked_sentence(b)}")] for b in plan.blocked]
+    lines = [] if quiet else _join_datasets([*map(_dataset, plan.datasets), *blocked])
     errors_only = (Severity.ERROR,) if quiet else tuple(Severity)
     for section in (
         _verdicts(plan, errors_only),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..config import ConfigError, RepoConfig
 from ..gitloop import gitops
 from ..odf import models
+from ..odf.chain import ChainState
 from ..odf.codec import decode_block
 from ..odf.manifest import ManifestError, load_snapshots
 from ..odf.repository import OdfRepository
@@ -45,7 +46,7 @@ from ..source_paths import OutsideError, SourceRoots, glob_matches
 from .csv_headers import plan_header_problems
 from .engine_settings_change import engine_setting_problems
 from .ignore_rules import chain_rule_problems, ignored_source_problems
-from .linked_paths import link_problems
+from .linked_paths import chains_behind_link, chains_link_problem, link_problems
 from .policy_change import policy_change_problems
 from .root_history import history_reader
 from .settings_change import settings_problems, store_move_pending, store_problems
@@ -156,12 +157,14 @@ def _chain_verdicts(config: RepoConfig, base_ref: str, base: PolicySet | None) -
         for status, path in gitops.changed_files(config.root, base_ref, config.odf_dir)
         if len(path.parts) > 1 or not (config.odf_dir / path).is_symlink()
     ]
+    # A link deeper in (a dataset's blocks folder) is named as one, never read as a block.
+    links = frozenset(path for _, path in files if (config.odf_dir / path).is_symlink())
     new_blocks = {}
-    for path in chain_changes.added_blocks(files):
+    for path in set(chain_changes.added_blocks(files)) - links:
         # one that cannot be read is listed as unreadable: the verdict stands either way
         with contextlib.suppress(OSError, ValueError):
             new_blocks[path] = decode_block((config.odf_dir / path).read_bytes())
-    changes = chain_changes.chain_changes(files, new_blocks)
+    changes = chain_changes.chain_changes(files, new_blocks, links)
     return chain_changes.judge(PolicySet() if base is None else base, changes, config.odf_dir)
 
 
@@ -248,12 +251,27 @@ def _removed_manifests(config: RepoConfig, base_ref: str, paths: Iterable[Path])
     return names
 
 
+def _read_chains(
+    config: RepoConfig, repo: OdfRepository, base_ref: str | None
+) -> tuple[dict[str, ChainState], list[Problem], frozenset[str]]:
+    """``read_actual``, and the datasets whose chains cannot be read; every one of them
+    when the chains' folder (or one above it) is a link: what it leads to is not the
+    chains, and planned over it they read "unchanged" beside the link's error, which
+    says why none is planned: ``link_problems``' when the pull request made the link,
+    else ``chains_link_problem``'s (a scheduled run would append through it)."""
+    if base_ref is not None and chains_behind_link(config, base_ref):
+        return {}, [], frozenset(repo.names())
+    if (linked := chains_link_problem(config)) is not None:
+        return {}, [linked], frozenset(repo.names())
+    actual, problems = read_actual(repo)
+    return actual, problems, frozenset(p.dataset for p in problems if p.dataset is not None)
+
+
 def make_plan(
     config: RepoConfig, request: PlanRequest, validator: QueryValidator | None = None
 ) -> Plan:
     repo = OdfRepository(config.odf_dir)
-    actual, problems = read_actual(repo)
-    unreadable = frozenset(p.dataset for p in problems if p.dataset is not None)
+    actual, problems, unreadable = _read_chains(config, repo, request.base_ref)
     ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
     scan = config.scan_manifests()
     manifests = read_manifests(scan.paths, refused=len(scan.refused))

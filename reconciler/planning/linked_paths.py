@@ -11,11 +11,14 @@ link the pull request adds at, above or inside those folders, the policies' fold
 base's copy of whatever it named) is an error. Links the base branch has already (a
 sources folder on a mounted volume) are not its doing. ``verify --integrity --base``
 fails the same way on a link at the chains' folder or a dataset's
-(``chain_link_problems``): it read the chains through one.
+(``chain_link_problems``): it read the chains through one; and the plan reads no chain
+through a link at or above the chains' folder (``chains_behind_link``), nor through one
+the base has already (``chains_link_problem``): a scheduled run would append there.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -70,15 +73,50 @@ def chain_link_problems(config: RepoConfig, base_ref: str) -> list[Problem]:
     copy it leads to valid (or, for a dataset's folder, no chain there at all). A link
     deeper in a dataset's folder is that dataset's own check's to report."""
     top = gitops.top_of(config.root)
+    links = _chain_links(config, top, base_ref, 1)
+    return [_problem(top, path, target, _CHAINS) for path, target in links]
+
+
+def chains_behind_link(config: RepoConfig, base_ref: str) -> bool:
+    """Whether the working tree makes the chains' folder, or one above it, a link since
+    ``base_ref``: every chain read there is what the link leads to, so the plan reads
+    none (it said "2 unchanged" of a copy beside the link's error)."""
+    return bool(_chain_links(config, gitops.top_of(config.root), base_ref, 0))
+
+
+def _chain_links(config: RepoConfig, top: Path, base_ref: str, depth: int) -> list[tuple[str, str]]:
+    """The links (``gitops.added_links``) at or above the chains' folder, or at most
+    ``depth`` folders inside it (1: a dataset's folder); ``top``: the checkout's."""
     chains = _in_checkout(top, [(config.odf_dir, _CHAINS)])
     if not chains:
         return []
-    deepest = chains[0][0].count("/") + 1  # a dataset's folder
-    return [
-        _problem(top, path, target, _CHAINS)
-        for path, target in gitops.added_links(config.root, base_ref, [chains[0][0]])
-        if path.count("/") <= deepest
-    ]
+    deepest = chains[0][0].count("/") + depth
+    links = gitops.added_links(config.root, base_ref, [chains[0][0]])
+    return [(path, target) for path, target in links if path.count("/") <= deepest]
+
+
+def chains_link_problem(config: RepoConfig) -> Problem | None:
+    """The error for a chains' folder that is, or lies under, a symbolic link inside the
+    repository, whoever made it (the base branch may have merged it): every chain read
+    there is what the link leads to, and a run would append its blocks there, where its
+    commit leaves them out. None when the chains are the repository's own folder (or
+    are configured outside it, where no link of the repository is crossed)."""
+    chains = Path(os.path.normpath(config.odf_dir))
+    if not chains.is_relative_to(config.root):
+        return None
+    folder = config.root
+    for part in chains.relative_to(config.root).parts:
+        folder /= part
+        if folder.is_symlink():
+            shown = folder.relative_to(config.root).as_posix()
+            under = "" if folder == chains else f" ({chains.relative_to(config.root).as_posix()})"
+            return Problem(
+                f"{shown} is a symbolic link (to {os.readlink(folder)}): the chains{under}"
+                " must be in the repository's own tree, which only the reconciler writes;"
+                " restore the folder from the commit before the link",
+                location=Location(str(folder)),
+            )
+    return None
 
 
 def _in_checkout(top: Path, places: list[tuple[Path, str]]) -> list[tuple[str, str]]:
