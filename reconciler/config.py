@@ -81,6 +81,20 @@ class RepoConfig:
         """Where a run's Spark tasks write the files it stages (``writer.scratch``)."""
         return self.cache_dir / "work"
 
+    def reserved_folders(self) -> tuple[tuple[Path, str], ...]:
+        """The reconciler's own folders, each with what it is, which no source may read
+        (``SourceRoots.confine``): the chains (their blocks, refs and data), a data store
+        that is a folder, and the cache its objects are fetched to. Through them a source
+        would read another dataset's slices, the SQL sandbox and lineage bypassed."""
+        reserved = [
+            (self.odf_dir, f"{shown_path(self.odf_dir, self.root)}/, the chains folder"),
+            (self.cache_dir, f"{shown_path(self.cache_dir, self.root)}/, the reconciler's cache"),
+        ]
+        if self.data_store != "odf" and not self.data_store.startswith("s3://"):
+            store = (self.root / self.data_store).resolve()
+            reserved.append((store, f"{shown_path(store, self.root)}/, the data store"))
+        return tuple(reserved)
+
     def repository(self) -> OdfRepository:
         """The ODF repository with its data store (``odf/store.py``); imported here, not
         with the configuration, which every command reads, ``--help`` included."""

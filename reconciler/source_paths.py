@@ -3,7 +3,10 @@
 Manifests arrive in pull requests nobody has reviewed yet, and whatever a source reads is
 committed to git by the scheduled job. So a ``FilesGlob`` path or a ``file:`` URL may only
 reach files that, after every symlink is followed, lie in the repository or in a folder
-its configuration allows (``[tool.reconciler] source_roots``). The plan reports a path
+its configuration allows (``[tool.reconciler] source_roots``), and never in a folder of
+the reconciler's own there: the chains, the data store and the cache
+(``RepoConfig.reserved_folders``). A source reading another dataset's slices would be a
+derivative whose SQL no sandbox sees and whose lineage no block records. The plan reports a path
 that does not (``plan.confinement``) and the fetch refuses it again, because files can
 change between the two (``ingest.fetch``); both use these rules, so they cannot drift.
 
@@ -51,17 +54,25 @@ class FileUrlError(ValueError):
 
 @dataclass(frozen=True)
 class SourceRoots:
-    """The folders sources may read from: the repository and its allow-list, resolved."""
+    """The folders sources may read from: the repository and its allow-list, resolved;
+    and the folders under them that no source may read, each with what it is."""
 
     repository: Path
     allowed: tuple[Path, ...] = ()
+    reserved: tuple[tuple[Path, str], ...] = ()
 
     @classmethod
-    def of(cls, repository: Path, allowed: Iterable[Path] = ()) -> SourceRoots:
+    def of(
+        cls,
+        repository: Path,
+        allowed: Iterable[Path] = (),
+        reserved: Iterable[tuple[Path, str]] = (),
+    ) -> SourceRoots:
         """Resolve every root once, so a symlinked root compares with resolved paths."""
         return cls(
             Path(os.path.realpath(repository)),
             tuple(Path(os.path.realpath(a)) for a in allowed),
+            tuple((Path(os.path.realpath(r)), what) for r, what in reserved),
         )
 
     def confine(self, path: Path) -> Path:
@@ -90,6 +101,12 @@ class SourceRoots:
                 "resolves into a .git folder, which holds git's objects and settings "
                 "(a CI checkout's credentials among them), not files of the repository"
             )
+        for folder, what in self.reserved:
+            if real == folder or folder in real.parents:
+                raise OutsideError(
+                    f"resolves into {what}: no source may read it (a dataset reads"
+                    " another one as a derivative's declared input)"
+                )
         return real
 
     @property

@@ -566,3 +566,101 @@ def test_refused_sources_are_never_opened(tmp_path: Path) -> None:
         assert done.returncode == 1, done.stdout + done.stderr
         assert f"\nProblems:\n  {expected}\n" in done.stdout
     assert not (root / "odf").exists()
+
+
+def plan_messages(root: Path) -> list[str]:
+    return [p.message for p in make_plan(RepoConfig.load(root), PlanRequest()).problems]
+
+
+RESERVED = "no source may read it (a dataset reads another one as a derivative's declared input)"
+
+
+def test_no_source_reads_another_chain_or_the_cache_on_spark(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """A root dataset reading another one's slices as Parquet, its head, or the cache
+    the store's objects are fetched to would be a derivative whose SQL no sandbox
+    checks and whose lineage no block records: the plan and the fetch refuse each one,
+    directly, through a link, and under a folder linked to the chains."""
+    root, _ = make_repo(tmp_path)
+    (root / "sources" / "a.csv").write_text("a,b\n1,x\n")
+    (root / "datasets" / "good.yaml").write_text(
+        manifest("org.example.good", '{kind: FilesGlob, path: "sources/*.csv"}')
+    )
+    code, output = cli(root, "--system-time", "2026-03-01T00:00:00Z")
+    assert code == 0, output
+    [slice_file] = (root / "odf" / "org.example.good" / "data").iterdir()
+    (root / "leak").mkdir()
+    (root / "leak" / "slice.parquet").symlink_to(slice_file)
+    (root / "chains").symlink_to("odf")
+    chains = "odf/, the chains folder"
+    written = {
+        "a": ("{kind: FilesGlob, path: 'odf/org.example.good/data/*'}", "FilesGlob path"),
+        "b": ("{kind: FilesGlob, path: 'odf/*/refs/head'}", "FilesGlob path"),
+        "c": ("{kind: Url, url: 'file:odf/org.example.good/refs/head'}", "Url"),
+        "d": ("{kind: FilesGlob, path: 'leak/*.parquet'}", "FilesGlob path"),
+        "e": ("{kind: FilesGlob, path: 'chains/*/data/*'}", "FilesGlob path"),
+        "f": ("{kind: FilesGlob, path: '.reconcile-cache/**/*'}", "FilesGlob path"),
+    }
+    for name, (step, _) in written.items():
+        (root / "datasets" / f"{name}.yaml").write_text(manifest(f"org.example.{name}", step))
+    messages = [
+        f"FilesGlob path 'odf/org.example.good/data/*' resolves into {chains}: {RESERVED}",
+        f"FilesGlob path 'odf/*/refs/head' resolves into {chains}: {RESERVED}",
+        f"Url 'file:odf/org.example.good/refs/head' resolves into {chains}: {RESERVED}",
+        "FilesGlob path 'leak/*.parquet' matches leak/slice.parquet, which resolves into"
+        f" {chains}: {RESERVED}",
+        f"FilesGlob path 'chains/*/data/*' resolves into {chains}: {RESERVED}",
+        "FilesGlob path '.reconcile-cache/**/*' resolves into .reconcile-cache/, the"
+        f" reconciler's cache: {RESERVED}",
+    ]
+    assert plan_messages(root) == messages
+    before = sorted(p.relative_to(root).as_posix() for p in (root / "odf").rglob("*"))
+    code, output = cli(root, "--system-time", "2026-03-02T00:00:00Z")
+    assert code == 1
+    assert all(m in output for m in messages), output
+    assert sorted(p.relative_to(root).as_posix() for p in (root / "odf").rglob("*")) == before
+    config = RepoConfig.load(root)
+    for (step, _), message in zip(written.values(), messages, strict=True):
+        source = models.SetPollingSource.model_validate(
+            {"fetch": yaml.safe_load(step), "read": {"kind": "Csv"}, "merge": {"kind": "Append"}}
+        )
+        with pytest.raises(SourceOutsideError) as e:
+            fetch(
+                source.fetch,
+                prev_state=None,
+                system_time=T0,
+                workdir=tmp_path / "work",
+                base_dir=root,
+                env={},
+                reserved=config.reserved_folders(),
+            )
+        assert str(e.value) == f"{message}; it is not read"
+
+
+def test_a_folder_store_is_no_source_even_in_source_roots(tmp_path: Path) -> None:
+    """A shared folder holding the data store may also be one the sources are allowed to
+    read: its files are still other datasets' slices, refused by the plan and the fetch."""
+    root, outside = make_repo(
+        tmp_path,
+        '[tool.reconciler]\nsource_roots = ["../exports"]\ndata_store = "../exports/store"\n',
+    )
+    (outside / "store" / "data").mkdir(parents=True)
+    (outside / "2026.csv").write_text("a,b\n1,x\n")
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", "{kind: FilesGlob, path: '../exports/store/data/*'}")
+    )
+    (root / "datasets" / "b.yaml").write_text(
+        manifest("org.example.b", "{kind: FilesGlob, path: '../exports/*.csv'}")
+    )
+    message = (
+        "FilesGlob path '../exports/store/data/*' resolves into"
+        f" {outside / 'store'}/, the data store: {RESERVED}"
+    )
+    assert plan_messages(root) == [message]
+    config = RepoConfig.load(root)
+    assert [what for _, what in config.reserved_folders()] == [
+        "odf/, the chains folder",
+        ".reconcile-cache/, the reconciler's cache",
+        f"{outside / 'store'}/, the data store",
+    ]

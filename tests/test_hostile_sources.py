@@ -20,6 +20,9 @@ EVIL = "datasets/org.example.evil.yaml"
 # The fetch step's path or URL is on line 10 of every manifest below.
 FIELD_LINE = 10
 OUTSIDE = "resolves outside the repository"
+# A source reading another dataset's chain would be a derivative no sandbox or lineage sees.
+CHAINS = "resolves into odf/, the chains folder: no source may read it"
+CACHE = "resolves into .reconcile-cache/, the reconciler's cache: no source may read it"
 
 
 def manifest(fetch_kind: str, key: str, value: str) -> str:
@@ -70,6 +73,22 @@ def linked_manifest(id: str, symlinks: dict[str, str], expect: str = OUTSIDE) ->
 
 
 GLOB_CASES = [
+    glob_case("glob-chain-slices", "odf/*/data/*", expect=CHAINS),
+    glob_case("glob-chain-heads", "./odf/org.example.good/refs/head", expect=CHAINS),
+    glob_case("glob-chains-through-parent", "sources/../odf/**", expect=CHAINS),
+    glob_case("glob-cache", ".reconcile-cache/**/*", expect=CACHE),
+    glob_case(
+        "glob-match-symlinked-into-chains",
+        "sources/leak/*",
+        symlinks={"sources/leak/slice": "../../odf/org.example.good/data/x"},
+        expect=f"matches sources/leak/slice, which {CHAINS}",
+    ),
+    glob_case(
+        "glob-folder-symlinked-to-chains",
+        "sources/all/*/data/*",
+        symlinks={"sources/all": "../odf"},
+        expect=CHAINS,
+    ),
     glob_case("glob-absolute-secret", "{outside}/secret.csv"),
     glob_case("glob-absolute-wildcard", "{outside}/*.csv"),
     glob_case("glob-etc-host-wildcard", "/etc/host*"),
@@ -178,6 +197,13 @@ GLOB_CASES = [
 ]
 
 URL_CASES = [
+    url_case("url-file-chain-head", "file:odf/org.example.good/refs/head", expect=CHAINS),
+    url_case(
+        "url-file-symlink-into-chains",
+        "file:sources/head",
+        symlinks={"sources/head": "../odf/org.example.good/refs/head"},
+        expect=CHAINS,
+    ),
     url_case("url-file-absolute", "file://{outside}/secret.csv"),
     url_case("url-file-single-slash", "file:{outside}/secret.csv"),
     url_case("url-file-localhost", "file://localhost{outside}/secret.csv"),

@@ -66,7 +66,7 @@ def test_a_single_new_file_is_named_in_the_singular(repo: GitOpsRepo) -> None:
 def test_only_files_named_after_the_last_ingested_one_are_pending(repo: GitOpsRepo) -> None:
     files(repo, "a.csv", "b.csv", "c.csv", "d.csv")
     desired = load_desired(repo.config.manifest_paths(), {})
-    listings = list_globs(repo.root, (), desired.datasets.values())
+    listings = list_globs(repo.config, desired.datasets.values())
     assert listings == {NAME: ("a.csv", "b.csv", "c.csv", "d.csv")}
     ingested = ChainState(
         last_source_state=models.SourceState(source_name="default", kind="odf/etag", value="b.csv")
@@ -105,7 +105,7 @@ def test_a_glob_leading_outside_is_not_listed(repo: GitOpsRepo, tmp_path: Path) 
         NAME, manifest(NAME, "Root", root_events().replace("sources/*.csv", "../outside/*.csv"))
     )
     desired = load_desired(repo.config.manifest_paths(), {})
-    assert list_globs(repo.root, (), desired.datasets.values()) == {}
+    assert list_globs(repo.config, desired.datasets.values()) == {}
 
 
 def test_a_url_source_only_may_have_new_data_and_is_not_a_change(repo: GitOpsRepo) -> None:

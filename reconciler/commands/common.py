@@ -218,6 +218,7 @@ class Session:
             fetch_uncacheable=self.fetch_uncacheable,
             progress=progress,
             source_roots=self.config.source_roots,
+            reserved=self.config.reserved_folders(),
             scratch=self.config.work_dir,
             max_decompressed_size=self.config.max_decompressed_size,
             download_limits=DownloadLimits(

@@ -184,17 +184,19 @@ def fetch(
     env: Mapping[str, str],
     source_roots: Sequence[Path] = (),
     limits: DownloadLimits = DownloadLimits(),
+    reserved: Sequence[tuple[Path, str]] = (),
 ) -> Fetched | UpToDate:
     """Fetch what is new in the source since ``prev_state``.
 
     ``prev_state`` is the ``newSourceState`` of the dataset's most recent AddData (§1.7).
     ``workdir`` receives downloads (created if missing); ``base_dir`` anchors relative
     ``FilesGlob`` paths and ``file:relative/path`` URLs, and with ``source_roots`` bounds
-    the files they may reach; ``env`` resolves ``${{ env.NAME }}`` templates and supplies
-    container variables given without a value.
+    the files they may reach, never those under a ``reserved`` folder (the chains, the
+    store, the cache: ``RepoConfig.reserved_folders``); ``env`` resolves
+    ``${{ env.NAME }}`` templates and supplies container variables given without a value.
     """
     prev = _parse_state(prev_state)
-    roots = SourceRoots.of(base_dir, source_roots)
+    roots = SourceRoots.of(base_dir, source_roots, reserved)
     if isinstance(step, models.FetchStepUrl):
         return _fetch_url(step, prev, system_time, workdir, base_dir, roots, env, limits)
     if isinstance(step, models.FetchStepFilesGlob):

@@ -61,6 +61,8 @@ class IngestContext:
     commit; transform for a derivative), for a progress view."""
     source_roots: tuple[Path, ...] = ()
     """Folders outside ``base_dir`` that sources may read too (``source_roots``)."""
+    reserved: tuple[tuple[Path, str], ...] = ()
+    """The reconciler's own folders, which no source may read (``reserved_folders``)."""
     scratch: Path | None = None
     """Where each pull's working folder goes (``writer.scratch``); None, the system's
     temporary folder."""
@@ -144,6 +146,7 @@ def _poll_once(dataset: Dataset, context: IngestContext) -> tuple[PullResult, bo
                 base_dir=context.base_dir,
                 env=context.env,
                 source_roots=context.source_roots,
+                reserved=context.reserved,
                 limits=context.download_limits,
             )
         except SourceNotFoundError as e:

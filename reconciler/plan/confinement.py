@@ -12,7 +12,7 @@ Here nothing is read either: the glob's matches are listed and resolved, never o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -30,11 +30,10 @@ def manifest_problems(refused: Iterable[RefusedManifest]) -> list[Problem]:
 
 
 def source_problems(
-    root: Path, allowed: Sequence[Path], manifests: Iterable[DesiredDataset]
+    roots: SourceRoots, root: Path, manifests: Iterable[DesiredDataset]
 ) -> list[Problem]:
-    """A problem for each polling source of ``manifests`` that leads out of ``root`` and
-    the ``allowed`` folders."""
-    roots = SourceRoots.of(root, allowed)
+    """A problem for each polling source of ``manifests`` that leads out of ``roots``
+    (relative paths start at ``root``) or into one of their reserved folders."""
     problems: list[Problem] = []
     for ds in manifests:
         for index, fetch in _polling_fetches(ds.snapshot):

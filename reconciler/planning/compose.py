@@ -168,13 +168,20 @@ def _chain_verdicts(config: RepoConfig, base_ref: str, base: PolicySet | None) -
     return chain_changes.judge(PolicySet() if base is None else base, changes, config.odf_dir)
 
 
-def list_globs(
-    root: Path, allowed: Sequence[Path], manifests: Iterable[DesiredDataset]
-) -> GlobListings:
+def source_roots(config: RepoConfig, base: RepoConfig | None = None) -> SourceRoots:
+    """Where the sources of a plan may read: the allow-list of ``base`` (the base
+    branch's settings, when judging a pull request: a base without one allows nothing),
+    and never the folders of the reconciler's own, wherever either settings put them."""
+    allowed = config.source_roots if base is None else base.source_roots
+    reserved = config.reserved_folders() + (() if base is None else base.reserved_folders())
+    return SourceRoots.of(config.root, allowed, reserved)
+
+
+def list_globs(config: RepoConfig, manifests: Iterable[DesiredDataset]) -> GlobListings:
     """The names of the files each dataset's ``FilesGlob`` source in force matches now,
     sorted, by the fetch's own confined glob (``source_paths``): entries are listed, never
     opened. A path that leads outside is left out; it is a problem of its own."""
-    return _names(_glob_matches(root, allowed, _glob_paths(manifests)))
+    return _names(_glob_matches(source_roots(config), config.root, _glob_paths(manifests)))
 
 
 def _names(matched: Mapping[str, Sequence[Path]]) -> GlobListings:
@@ -192,10 +199,9 @@ def _glob_paths(manifests: Iterable[DesiredDataset]) -> dict[str, str]:
 
 
 def _glob_matches(
-    root: Path, allowed: Sequence[Path], globs: Mapping[str, str]
+    roots: SourceRoots, root: Path, globs: Mapping[str, str]
 ) -> dict[str, list[Path]]:
     """The files each dataset's ``FilesGlob`` path (``_glob_paths``) matches now."""
-    roots = SourceRoots.of(root, allowed)
     matched: dict[str, list[Path]] = {}
     for name, written in globs.items():
         try:
@@ -294,9 +300,9 @@ def make_plan(
     # A pull request is judged by its base's settings: the allow-list its sources may
     # read (a base without one allows nothing) and the policies folder.
     base = None if request.base_ref is None else gitops.config_at(config, request.base_ref)
-    allowed = config.source_roots if base is None else base.source_roots
+    roots = source_roots(config, base)
     problems += manifest_problems(scan.refused)
-    problems += source_problems(config.root, allowed, desired.datasets.values())
+    problems += source_problems(roots, config.root, desired.datasets.values())
     pull_request = request.base_ref is not None
     if pull_request:  # a misspelt renamed-from there deletes a chain, unreviewed as such
         desired.problems = [
@@ -320,7 +326,7 @@ def make_plan(
 
     stale = _stale_overrides(config, request.base_ref, desired.datasets.values())
     globs = _glob_paths(desired.datasets.values())
-    matched = _glob_matches(config.root, allowed, globs)
+    matched = _glob_matches(roots, config.root, globs)
     if not pull_request:  # a pull request's checkout holds no file git ignores
         problems += ignored_source_problems(config, matched)
     touched = touched_sources(config, request.base_ref, globs, matched, actual)
