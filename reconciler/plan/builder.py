@@ -17,6 +17,7 @@ from ..odf.names import name_problem
 from ..odf.repository import OdfRepository, RepositoryError
 from ..transform.output_rules import output_problem
 from ..wording import count
+from .changelog_inputs import changelog_problems
 from .desired import DesiredDataset, DesiredState, transform_inputs
 from .diff import (
     Facets,
@@ -167,6 +168,7 @@ def build_plan(
         plans[name] = checker.check(plans[name])
     _mark_downstream(plans, desired)
     all_problems += checker.problems_found(plans)
+    all_problems += changelog_problems(desired, plans, left_out)
     for name in sorted(options.stale_overrides & plans.keys()):
         override = plans[name].override
         if plans[name].change_class is ChangeClass.BREAKING and override is not None:

@@ -18,7 +18,7 @@ from ..odf import models
 from ..odf.chain import ChainState
 from .ddl import DdlError, parse_columns
 from .model import ChangeClass, Column, EventChange, SchemaChange
-from .per_run_clauses import per_run_note
+from .per_run_clauses import per_run_note, sql_steps
 
 SourceEvent = models.SetPollingSource | models.AddPushSource
 
@@ -183,7 +183,7 @@ def _classify_transform(
     inputs_resolve: bool,
     chains: Mapping[str, str] | None,
 ) -> tuple[ChangeClass, list[str], SchemaChange | None]:
-    note = per_run_note(_queries(new))
+    note = per_run_note(sql_steps(new))
     if old is None:
         reasons = ["a new query: the engine analyses it", *([note] if note else [])]
         return ChangeClass.NEEDS_VALIDATION, reasons, None
@@ -217,13 +217,6 @@ def _classify_transform(
     if old.transform != new.transform:
         reasons += ["the query changed: the engine analyses it", *([note] if note else [])]
     return ChangeClass.NEEDS_VALIDATION, reasons, None
-
-
-def _queries(event: models.SetTransform) -> list[str]:
-    """The SQL of each step of the transform (none for another kind of transform)."""
-    if not isinstance(event.transform, models.TransformSql):
-        return []
-    return [step.query for step in event.transform.normalized().queries or []]
 
 
 def _classify_source(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from ..odf import models
 from ..sql_text import structure
 
 _CLAUSES = (
@@ -38,3 +39,10 @@ def per_run_note(queries: list[str]) -> str | None:
         f"each run reads only the rows its inputs gained since the last run, so its"
         f" {', '.join(found)} sees those rows, not the whole history (README: Transforms)"
     )
+
+
+def sql_steps(event: models.SetTransform) -> list[str]:
+    """The SQL of each step of the transform (none for another kind of transform)."""
+    if not isinstance(event.transform, models.TransformSql):
+        return []
+    return [step.query for step in event.transform.normalized().queries or []]
