@@ -34,7 +34,7 @@ from reconciler.odf import models
 from reconciler.odf.hashing import physical_hash
 from reconciler.odf.repository import Dataset
 from reconciler.odf.store import StoreError
-from reconciler.odf.store_fs import FileSystemStore
+from reconciler.odf.store_fs import PROBE, FileSystemStore
 
 ROOT = "org.example.readings"
 DERIVED = "org.example.readings.doubled"
@@ -180,9 +180,14 @@ def test_a_run_fetches_only_what_it_reads(built: Built) -> None:
     checkpoints = [h for kind, h in built.first[DERIVED] if kind == "checkpoint"]
     assert len(checkpoints) == 1
     assert fetched == [f"/{built.prefix}/checkpoints/{checkpoints[0]}"]
-    # Nothing is uploaded twice: every PUT is of a new object.
-    puts = [r.split(" ", 1)[1].split("?")[0] for r in built.second_requests if r.startswith("PUT ")]
+    # Nothing is uploaded twice: every PUT is of a new object, but for the check's empty
+    # temporary (``store_fs._probe``: a multipart upload of one part), which is removed.
+    requests = [r.split(" ", 1) for r in built.second_requests]
+    puts = [path.split("?")[0] for verb, path in requests if verb == "PUT"]
+    probes = {p for p in puts if p.startswith(f"/{built.prefix}/.pending-")}
+    assert probes == {f"/{built.prefix}/{PROBE}"}
     assert len(puts) == len(set(puts))
+    assert [path for verb, path in requests if verb == "DELETE"] == [*probes]
     assert not any(h in p for h in old_data for p in puts)
 
 
@@ -764,7 +769,7 @@ import resource, signal, sys
 from pathlib import Path
 from pyarrow import fs
 from reconciler.odf.store import StoreError
-from reconciler.odf.store_fs import FileSystemStore
+from reconciler.odf.store_fs import PROBE, FileSystemStore
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
@@ -854,3 +859,55 @@ def test_a_cache_git_carries_fails_the_plan_and_stops_every_reader(
         for name in (ROOT, DERIVED)
     }
     assert after == heads
+
+
+def test_credentials_that_may_read_the_bucket_but_not_write_stop_the_run_first(
+    tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Journey 41: the store's check (a read) passed, the Spark work ran, and every
+    dataset then failed at its upload with ACCESS_DENIED. The check now writes (and
+    removes) an empty temporary object, so the run stops before any work, in one line."""
+    import boto3
+
+    iam = boto3.client(
+        "iam",
+        endpoint_url=s3_server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=s3_server.key,
+        aws_secret_access_key=s3_server.secret,
+    )
+    iam.create_user(UserName="reader")
+    key = iam.create_access_key(UserName="reader")["AccessKey"]
+    reads = {"Effect": "Allow", "Action": ["s3:Get*", "s3:List*", "s3:Head*"], "Resource": "*"}
+    iam.put_user_policy(
+        UserName="reader",
+        PolicyName="read",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [reads]}),
+    )
+    isolate_aws(monkeypatch)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    root = tmp_path / "repo"
+    make_repo(root, f"s3://{BUCKET}/read-only", s3_server.endpoint)
+    before = len(s3_server.requests())
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.output
+    assert re.fullmatch(
+        rf"error: data store s3://{BUCKET}/read-only cannot be written \(When initiating"
+        r" multiple part upload for key 'read-only/\.pending-write-check' in bucket"
+        rf" '{BUCKET}': AWS Error ACCESS_DENIED during CreateMultipartUpload operation:"
+        r" Access Denied \(Request ID: \w+\)\): a run stores its data and checkpoint files"
+        r" there; credentials come from the environment or the AWS configuration",
+        errors[0],
+    ), errors[0]
+    assert "analysing" not in result.output  # stopped before the plan started Spark
+    assert key["SecretAccessKey"] not in result.output
+    assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
+    assert [r.split(" ")[0] for r in s3_server.requests()[before:]] == [
+        "HEAD",
+        "GET",
+        "HEAD",
+        "POST",
+    ]

@@ -658,7 +658,9 @@ class OdfRepository:
         and an alias a crashed rename left (``Dataset.settle_alias``); call it holding
         ``lock``. Links and folders that are no dataset's are not entered."""
         if self.store is not None:
-            self.store.check()  # before anything is written: bad credentials stop the run
+            # before anything is written: bad credentials stop the run (the commands
+            # checked the write already, before their plan)
+            self.store.check(write=False)
         if not self.root.is_dir():
             return []
         removed: list[Path] = self.finish_replacements()

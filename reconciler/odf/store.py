@@ -52,8 +52,9 @@ class DataStore(Protocol):
     shown: str
     """The store as messages name it (never with a secret)."""
 
-    def check(self) -> None:
-        """Raise ``StoreError`` unless the store can be read and written."""
+    def check(self, write: bool = True) -> None:
+        """Raise ``StoreError`` unless the store can be read and written (``write``,
+        else at least read: a caller that checked the write before)."""
 
     def put(self, source: Path, hash_: str, kind: str) -> bool:
         """Store ``source`` under ``hash_`` (its physical hash) unless an object of the
@@ -111,7 +112,7 @@ class LocalStore:
     def path(self, hash_: str, kind: str) -> Path:
         return self.root / folder_of(kind) / hash_
 
-    def check(self) -> None:
+    def check(self, write: bool = True) -> None:
         return None
 
     def put(self, source: Path, hash_: str, kind: str) -> bool:

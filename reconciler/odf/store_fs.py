@@ -34,6 +34,9 @@ _FOLDER = pafs.FileType.Directory
 _PENDING = ".pending-"
 """The prefix of a temporary: an upload (folder store) or a download not yet renamed."""
 _SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
+PROBE = f"{_PENDING}write-check"
+"""The empty temporary ``check`` writes and removes, beside the store's folders."""
+_CREDENTIALS = "credentials come from the environment or the AWS configuration"
 
 
 class StoredObject(NamedTuple):
@@ -69,9 +72,13 @@ class FileSystemStore:
     def key(self, hash_: str, kind: str) -> str:
         return f"{self.base}/{folder_of(kind)}/{hash_}"
 
-    def check(self) -> None:
+    def check(self, write: bool = True) -> None:
+        """The store is there and this run may write to it (``_probe``): the commands
+        that write ask before any work. ``write=False``, the sweep under the lock (after
+        the command's own check), asks only that a bucket answers; a folder is probed
+        either way, at no cost."""
         self._require_base()
-        if self.rename:
+        if write or self.rename:
             self._probe()
 
     def _require_base(self) -> None:
@@ -93,20 +100,27 @@ class FileSystemStore:
                 raise StoreError(f"data store {self.shown}: bucket {bucket} does not exist")
 
     def _probe(self) -> None:
-        """Write and remove an empty temporary object: a folder on a read-only share (or
-        one this user may not write) stopped the run only at its first upload, after the
-        Spark work. A bucket is not probed: an upload is its own check, and costs."""
-        probe = f"{self.base}/{_PENDING}{secrets.token_hex(8)}"
+        """Write and remove an empty temporary object. A folder on a read-only share (or
+        one this user may not write), and a bucket these credentials may read but not
+        write, stopped the run only at its first upload, after the Spark work. A bucket
+        pays one PUT and one DELETE a run for it. A store that refuses the removal (a
+        policy that protects objects from deletion) keeps the empty temporary, which is
+        no object: the write was what had to be known. Its name is always the same, so
+        such a store keeps one, not one a run, and runs writing it at once write the same
+        nothing."""
+        probe = f"{self.base}/{PROBE}"
         try:
             with self.filesystem.open_output_stream(probe):
                 pass
-            self.filesystem.delete_file(probe)
         except OSError as e:
             reason = e.strerror or _scrubbed(str(e))
+            hint = "" if self.rename else f"; {_CREDENTIALS}"
             raise StoreError(
                 f"data store {self.shown} cannot be written ({reason}): a run stores its data"
-                " and checkpoint files there"
+                f" and checkpoint files there{hint}"
             ) from None
+        with contextlib.suppress(OSError):
+            self.filesystem.delete_file(probe)
 
     def put(self, source: Path, hash_: str, kind: str) -> bool:
         size = source.stat().st_size
@@ -267,7 +281,7 @@ class FileSystemStore:
             # No credentials hint where the store was never reached: it would send people
             # to the wrong cause.
             unreached = _UNREACHED.search(message) is not None
-            hint = " (credentials come from the environment or the AWS configuration)"
+            hint = f" ({_CREDENTIALS})"
             raise StoreError(
                 f"data store {self.shown} {what}: {message}"
                 + (hint if not self.rename and not unreached else "")

@@ -103,8 +103,8 @@ class FolderUntilMoved:
         self.folder = LocalStore(root)
         self.shown = store.shown
 
-    def check(self) -> None:
-        self.store.check()
+    def check(self, write: bool = True) -> None:
+        self.store.check(write)
 
     def put(self, source: Path, hash_: str, kind: str) -> bool:
         return self.store.put(source, hash_, kind)
