@@ -21,20 +21,26 @@ from conftest_spark import TEST_SETTINGS
 from typer.testing import CliRunner
 
 from reconciler.cli import app
-from reconciler.engine.session import get_spark
+from reconciler.engine.session import get_spark, spark_started
 
 
 def reconcile_here(
-    args: list[str], stdin: str | None = None, cwd: Path | None = None
+    args: list[str], stdin: str | None = None, cwd: Path | None = None, spark: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """``reconcile ARGS`` here, as ``subprocess.run`` would give it: its exit code, standard
     output and standard error. An exception the command lets out is raised, with its
-    traceback, where a process would have printed it and exited 1."""
+    traceback, where a process would have printed it and exited 1.
+
+    ``spark=False`` is for a command that never starts Spark (``log``, ``show``): no JVM
+    is started for it, and one the command starts after all fails the test."""
     # The session a command asks for is this one, started with the test settings: one
     # started by the command would have the repository's for the rest of the tests.
-    get_spark(TEST_SETTINGS)
+    if spark:
+        get_spark(TEST_SETTINGS)
+    started = spark_started()
     with _working_directory(cwd):
         result = CliRunner().invoke(app, args, input=stdin, prog_name="reconcile")
+    assert started or not spark_started(), f"reconcile {args} started Spark: pass spark=True"
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return subprocess.CompletedProcess(

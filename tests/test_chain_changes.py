@@ -13,11 +13,11 @@ import dataclasses
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path, PurePosixPath
 
 import git
 import pytest
+from cli_here import reconcile_here
 from gitops_repo import GitOpsRepo, manifest, reconcile
 from pyspark.sql import SparkSession
 from test_plan_renderers import FAILED_QUERY, PLAN
@@ -123,13 +123,8 @@ def fabricate(repo: GitOpsRepo) -> None:
 
 
 def plan(repo: GitOpsRepo, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", "-C", str(repo.root), "plan", "--base", "main", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    """``reconcile plan --base main ARGS`` in this process (``cli_here``)."""
+    return reconcile_here(["-C", str(repo.root), "plan", "--base", "main", *args])
 
 
 def plan_json(repo: GitOpsRepo) -> tuple[int, dict]:  # type: ignore[type-arg]
@@ -383,13 +378,7 @@ def test_show_renders_a_saved_json_plan_exactly_as_the_plan_itself(
     # where a reviewer downloaded the plan artifact: no repository needed
     elsewhere = tmp_path / "downloads"
     elsewhere.mkdir()
-    shown = subprocess.run(
-        [sys.executable, "-m", "reconciler", "show", str(saved), "--format", output_format],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=elsewhere,
-    )
+    shown = reconcile_here(["show", str(saved), "--format", output_format], cwd=elsewhere)
     assert (shown.returncode, shown.stderr) == (0, "")
     assert shown.stdout == direct.stdout
     assert (

@@ -5,12 +5,12 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 import yaml
+from cli_here import reconcile_here
 
 from reconciler.inspection import log as log_view
 from reconciler.odf import DatasetId, Multihash, Timestamp, models
@@ -59,12 +59,8 @@ def repo(tmp_path: Path) -> Path:
 
 
 def run(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """``reconcile -C repo ARGS`` in this process (``cli_here``): ``log`` starts no Spark."""
+    return reconcile_here(["-C", str(repo), *args], spark=False)
 
 
 def test_log_text_shows_blocks_newest_first_with_data_summary(repo: Path) -> None:
