@@ -761,12 +761,11 @@ def test_init_works_outside_a_repository_and_names_each_file_then_refuses_a_seco
 ) -> None:
     first = cli(tmp_path, "init", "new")
     assert first.exit_code == 0, first.output
-    lines = first.output.splitlines()
-    assert (
-        lines[-1] == f"{len(lines) - 1} files created in {tmp_path / 'new'}: next, `reconcile plan`"
-    )
-    assert all((tmp_path / "new" / line.removeprefix("created ")).is_file() for line in lines[:-1])
-    assert "created pyproject.toml" in lines
+    *files, began, done = first.output.splitlines()
+    assert began == "initialized a git repository on branch main: nothing is committed yet"
+    assert done == f"{len(files)} files created in {tmp_path / 'new'}: next, `reconcile plan`"
+    assert all((tmp_path / "new" / line.removeprefix("created ")).is_file() for line in files)
+    assert "created pyproject.toml" in files
     again = cli(tmp_path / "new", "init")
     assert again.exit_code == 1
     assert again.output == (

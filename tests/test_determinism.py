@@ -77,7 +77,7 @@ def test_the_check_names_each_non_deterministic_function(
 ) -> None:
     check = check_query(spark, "acme.out", INPUTS, sql(query))
     assert check.ok
-    assert check.nondeterministic == tuple(f"{n} in step `output` (line 1)" for n in named)
+    assert check.nondeterministic == tuple(f"{n} in `query` (line 1)" for n in named)
 
 
 def test_findings_name_their_step_and_line(spark: SparkSession) -> None:
@@ -134,7 +134,7 @@ def test_a_non_deterministic_transform_is_a_plan_error_by_default(
         Verdict(
             policy="deterministic-queries",
             severity=Severity.ERROR,
-            message=f"non-deterministic rand() in step `output` (line 1): {DEFAULT_DETERMINISM.message}",
+            message=f"non-deterministic rand() in `query` (line 1): {DEFAULT_DETERMINISM.message}",
             dataset=DERIVED,
             location=Location(str(tmp_path / "datasets" / f"{DERIVED}.yaml"), 10, 9),
         )
@@ -159,7 +159,7 @@ def test_a_policy_may_lower_the_rule_to_a_warning(spark: SparkSession, tmp_path:
         (
             "clock-allowed",
             Severity.WARNING,
-            "non-deterministic current_timestamp() in step `output` (line 1):"
+            "non-deterministic current_timestamp() in `query` (line 1):"
             " this dataset cannot be verified",
         )
     ]

@@ -343,14 +343,50 @@ def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_reconcile_init_names_each_file_it_creates(tmp_path: Path) -> None:
+GIT_INIT = "initialized a git repository on branch main: nothing is committed yet"
+
+
+def _git_out(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_reconcile_init_names_each_file_it_creates_and_starts_a_git_repository(
+    tmp_path: Path,
+) -> None:
+    """Outside a repository it wrote the files and left ``git init`` to the user: the
+    scaffold is made to be pushed, planned against a ref and committed by apply."""
     result = _cli(tmp_path, "init", "team-data")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         *(f"created {f}" for f in SCAFFOLD),
+        GIT_INIT,
         f"17 files created in {tmp_path / 'team-data'}: next, `reconcile plan`",
     ]
-    assert _files(tmp_path / "team-data") == SCAFFOLD
+    team = tmp_path / "team-data"
+    assert [f for f in _files(team) if not f.startswith(".git/")] == SCAFFOLD
+    assert _git_out(team, "rev-parse", "--show-toplevel") == str(team.resolve())
+    assert _git_out(team, "symbolic-ref", "HEAD") == "refs/heads/main"
+    # nothing committed: the team reads the scaffold before its first commit
+    assert _git_out(team, "status", "--porcelain").splitlines()[:2] == [
+        "?? .github/",
+        "?? .gitignore",
+    ]
+
+
+def test_reconcile_init_in_a_git_repository_does_not_start_another(tmp_path: Path) -> None:
+    _git(tmp_path, "init", "-q", "-b", "trunk")
+    result = _cli(tmp_path, "init", "team-data")
+    assert result.returncode == 0, result.stderr
+    assert GIT_INIT not in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-1] == (
+        f"17 files created in {tmp_path / 'team-data'}: next, `reconcile plan`"
+    )
+    assert not (tmp_path / "team-data" / ".git").exists()
+    assert _git_out(tmp_path / "team-data", "rev-parse", "--show-toplevel") == str(
+        tmp_path.resolve()
+    )
 
 
 def test_reconcile_init_names_what_it_adds_to_the_teams_own_files(tmp_path: Path) -> None:
@@ -406,7 +442,7 @@ def test_reconcile_init_refuses_an_existing_file_with_one_error_line(tmp_path: P
     assert result.stderr == (
         f"error: refusing to overwrite 1 existing file(s): {tmp_path / 'policies' / 'naming.yaml'}\n"
     )
-    assert _files(tmp_path) == ["policies/naming.yaml"]
+    assert _files(tmp_path) == ["policies/naming.yaml"]  # and no git repository started
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -457,6 +493,8 @@ def test_the_scaffolds_plan_step_run_as_github_runs_it_leaves_the_plan_for_the_u
         timeout=120,
     )
     assert (result.returncode, result.stderr) == (0, "")
+    # the job's log names the file as the workspace has it, not as pr/../plan/plan.json
+    assert "Saved the plan to plan/plan.json: `reconcile show plan/plan.json`" in result.stdout
     plan = workspace / "plan"
     assert sorted(p.name for p in plan.iterdir()) == [
         "exit-code",

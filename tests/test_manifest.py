@@ -168,10 +168,41 @@ def test_booleans_are_yaml_1_2s_so_a_manifest_means_what_it_means_to_kamu(tmp_pa
     bad = _write(
         tmp_path, HEADER + source + read + "        header: yes\n        inferSchema: 'true'\n"
     )
+    yes = "'yes' is read as text, not a boolean (a manifest is YAML 1.2, as kamu reads it)"
     assert [(i.line, i.column, i.field, i.message) for i in _issues(bad)] == [
-        (12, 17, "content.metadata[0].read.header", "Input should be a valid boolean"),
+        (12, 17, "content.metadata[0].read.header", f"{yes}: write true"),
         (13, 22, "content.metadata[0].read.inferSchema", "Input should be a valid boolean"),
     ]
+    assert (
+        str(_issues(bad)[0]) == f"{bad}:12:17: content.metadata[0].read.header: {yes}: write true"
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ("yes", "true"),
+        ("Y", "true"),
+        ("On", "true"),
+        ("NO", "false"),
+        ("n", "false"),
+        ("off", "false"),
+    ],
+)
+def test_a_yaml_1_1_boolean_says_it_is_text_and_what_to_write(
+    tmp_path: Path, written: str, meant: str
+) -> None:
+    """``header: yes`` said only "Input should be a valid boolean"."""
+    read = f"      read:\n        kind: Csv\n        header: {written}\n"
+    source = "    - kind: AddPushSource\n      sourceName: s\n      merge: {kind: Append}\n"
+    (issue,) = _issues(_write(tmp_path, HEADER + source + read))
+    assert (issue.line, issue.column, issue.field, issue.message) == (
+        12,
+        17,
+        "content.metadata[0].read.header",
+        f"{written!r} is read as text, not a boolean (a manifest is YAML 1.2, as kamu reads"
+        f" it): write {meant}",
+    )
 
 
 def test_yaml_aliases_are_refused_so_a_manifest_cannot_expand_exponentially(tmp_path: Path) -> None:

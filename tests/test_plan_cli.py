@@ -119,6 +119,27 @@ def test_json_plan_follows_its_schema_and_out_writes_a_file(repo: GitOpsRepo) ->
     assert reconcile(repo, "-q", "--plan", "--out", str(out)).stdout == ""
 
 
+def test_the_log_names_the_out_file_tidied_from_the_current_directory(repo: GitOpsRepo) -> None:
+    """``-C pr plan --out ../plan/plan.json``, as the plan workflow runs it, was logged as
+    ``Saved the plan to pr/../plan/plan.json``: the path is normalised, relative to the
+    current directory when inside it and absolute when not."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    (repo.root / "pr").mkdir()
+    (repo.root / "plan").mkdir()
+    args = ["plan", "--format", "json", "--out", "pr/../plan/plan.json"]
+    saved = reconcile_here(args, cwd=repo.root)
+    assert saved.stdout.splitlines()[-1] == (
+        "Saved the plan to plan/plan.json: `reconcile show plan/plan.json` shows it, and"
+        " `reconcile apply plan/plan.json` applies it unless it is stale."
+    )
+    assert (repo.root / "plan" / "plan.json").is_file()
+    args = ["-C", repo.root.name, "plan", "--format", "markdown", "--out", "pr/../plan.md"]
+    taken = reconcile_here(args, cwd=repo.root.parent)
+    assert taken.stdout.splitlines()[-1] == f"Wrote the plan to {repo.root.name}/plan.md."
+    outside = reconcile_here(["plan", "--format", "markdown", "--out", "../plan.md"], cwd=repo.root)
+    assert outside.stdout.splitlines()[-1] == f"Wrote the plan to {repo.root.parent}/plan.md."
+
+
 def test_a_plan_without_query_changes_needs_no_java(repo: GitOpsRepo) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
@@ -569,6 +590,8 @@ def test_a_pull_request_cannot_move_the_chains_or_their_store(
     repo: GitOpsRepo, base: str, change: str, message: str
 ) -> None:
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    (repo.root.parent / "one").mkdir()
+    (repo.root.parent / "two").mkdir()  # both there: a store that is not is its own error
     (repo.root / "pyproject.toml").write_text(f"[tool.reconciler]\n{base}\n")
     repo.commit("base")
     (repo.root / "pyproject.toml").write_text(f"[tool.reconciler]\n# moved\n{change}\n")
@@ -598,6 +621,7 @@ def test_another_spelling_of_the_same_store_is_no_move(
     """The store is where ``open_store`` puts the objects: a trailing slash or a ``./``
     names the same place, and was refused as a move to another store."""
     repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    (repo.root.parent / "one").mkdir()
     (repo.root / "pyproject.toml").write_text(f"[tool.reconciler]\n{base}\n")
     repo.commit("base")
     (repo.root / "pyproject.toml").write_text(f"[tool.reconciler]\n{change}\n")
@@ -631,6 +655,50 @@ def test_a_folder_store_inside_the_repository_fails_every_plan(
     applied = reconcile(repo, "apply", "--yes")
     assert applied.returncode == 1
     assert not (repo.root / "odf").exists()
+
+
+def test_a_folder_store_that_is_not_there_fails_every_plan(repo: GitOpsRepo) -> None:
+    """Journey 41: a pull request naming a folder no runner has planned with only the
+    maintainer's-change error; merged past it, every run stopped at the store's check
+    and the scheduled job at its verify. The plan says the folder is not there, with and
+    without a base, and so does apply, before it writes anything."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    repo.commit("base")
+    (repo.root / "pyproject.toml").write_text('[tool.reconciler]\ndata_store = "../nowhere"\n')
+    folder = repo.root.parent / "nowhere"
+    missing = (
+        f"data_store '../nowhere' does not exist: {folder} must be a folder this machine can"
+        f" write (create it with mkdir -p {folder}, or mount the share it is on)"
+    )
+    where = {"file": "pyproject.toml", "line": 2}
+    code, document = plan_json(repo)
+    assert code == 1
+    assert _rule_errors(document) == [(missing, where, "tool.reconciler.data_store")]
+    code, document = plan_json(repo, "--base", "HEAD")
+    assert code == 1
+    assert [m for m, _, _ in _rule_errors(document)] == [
+        missing,
+        "data_store changes from 'odf' to '../nowhere': once merged, the next run moves every"
+        " data and checkpoint file out of git into that store and removes them from the"
+        " dataset folders, with the runner's credentials. Where the data lives is a"
+        " maintainer's change: a maintainer reviews and merges it as such, since this plan"
+        " cannot approve it",
+    ]
+    folder.write_text("")
+    code, document = plan_json(repo)
+    assert _rule_errors(document) == [
+        (
+            missing.replace("does not exist", "is a file, not a folder"),
+            where,
+            "tool.reconciler.data_store",
+        )
+    ]
+    folder.unlink()
+    applied = reconcile(repo, "apply", "--yes")
+    assert applied.returncode == 1
+    assert f"error: data store {folder} does not exist" in applied.stdout + applied.stderr
+    assert not (repo.root / "odf").exists()
+    assert not folder.exists()
 
 
 def _rule_errors(document: dict) -> list[tuple[str, dict | None, str]]:  # type: ignore[type-arg]

@@ -102,7 +102,7 @@ def test_a_typo_in_a_query_is_an_error_at_its_line_in_the_manifest(repo: GitOpsR
     assert code == 1
     (problem,) = document["problems"]
     assert problem["message"].startswith(
-        "query check failed: step `output`: [UNRESOLVED_COLUMN.WITH_SUGGESTION] "
+        "query check failed: `query`: [UNRESOLVED_COLUMN.WITH_SUGGESTION] "
         "A column, variable, or function parameter with name `bb` cannot be resolved."
     )
     assert (problem["location"], problem["field"], problem["severity"]) == (
@@ -144,6 +144,10 @@ def test_a_failing_step_of_multi_step_queries_points_at_that_step(repo: GitOpsRe
     assert (problem["location"], problem["field"]) == (
         {"file": "datasets/org.example.b.yaml", "line": 20},
         "content.metadata[0].transform.queries[1].query",
+    )
+    # the steps of ``queries`` keep their names; a single ``query`` has none (above)
+    assert problem["message"].startswith(
+        "query check failed: step `second`: [UNRESOLVED_COLUMN.WITH_SUGGESTION] "
     )
 
 

@@ -64,7 +64,7 @@ def test_a_typo_in_a_preprocess_query_fails_the_plan(spark: SparkSession, tmp_pa
     assert (check.ok, check.line) == (False, 2)
     assert check.error is not None
     assert check.error.startswith(
-        "step `output`: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function"
+        "`query`: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function"
         " parameter with name `bb` cannot be resolved."
     )
     assert plan.has_errors
@@ -77,8 +77,7 @@ def test_a_sandbox_escape_in_a_preprocess_query_fails_the_plan(
     assert query_of(plan, ROOT) == QueryCheck(
         dataset=ROOT,
         ok=False,
-        error="step `output`: not allowed: calls xpath_string, whose XML parser fetches"
-        " external DTDs",
+        error="`query`: not allowed: calls xpath_string, whose XML parser fetches external DTDs",
         line=1,
         step="output",
     )
@@ -89,7 +88,7 @@ def test_a_preprocess_query_may_read_only_its_input(spark: SparkSession, tmp_pat
     plan = plan_of(tmp_path, "SELECT * FROM `org.example.loud`")
     check = query_of(plan, ROOT)
     assert check is not None and check.error is not None
-    assert check.error.startswith("step `output`: [TABLE_OR_VIEW_NOT_FOUND]")
+    assert check.error.startswith("`query`: [TABLE_OR_VIEW_NOT_FOUND]")
 
 
 def test_a_non_deterministic_preprocess_query_is_a_policy_error(
@@ -97,7 +96,7 @@ def test_a_non_deterministic_preprocess_query_is_a_policy_error(
 ) -> None:
     plan = plan_of(tmp_path, "SELECT a, b, uuid() AS id FROM input")
     assert [(v.policy, v.severity.value, v.message.split(":")[0]) for v in plan.verdicts] == [
-        ("deterministic-queries", "error", "non-deterministic uuid() in step `output` (line 1)")
+        ("deterministic-queries", "error", "non-deterministic uuid() in `query` (line 1)")
     ]
     assert plan.has_errors
 

@@ -98,7 +98,7 @@ def test_unknown_column_names_it_and_its_line(spark: SparkSession) -> None:
     query = "SELECT\n  order_id,\n  nope\nFROM orders"
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(query))
     assert check == failure(
-        "step `output`: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function"
+        "`query`: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function"
         " parameter with name `nope` cannot be resolved. Did you mean one of the following?"
         " [`op`, `offset`, `amount`, `order_id`, `event_time`].",
         line=3,
@@ -125,7 +125,7 @@ def test_syntax_error_gives_its_line(spark: SparkSession) -> None:
     query = "SELECT order_id\nFROM orders\nWHERE (amount > 1"
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(query))
     assert check == failure(
-        "step `output`: [PARSE_SYNTAX_ERROR] Syntax error at or near end of input.",
+        "`query`: [PARSE_SYNTAX_ERROR] Syntax error at or near end of input.",
         line=3,
         step="output",
     )
@@ -142,7 +142,7 @@ def test_a_query_nested_too_deeply_is_refused_at_its_line_before_spark_parses_it
     query = "SELECT order_id,\n  " + "(" * 1000 + "1" + ")" * 1000 + " AS x\nFROM orders"
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(query))
     assert check == failure(
-        f"step `output`: parentheses nest more than 200 deep: {TOO_COMPLEX}", 2, "output"
+        f"`query`: parentheses nest more than 200 deep: {TOO_COMPLEX}", 2, "output"
     )
     assert tables_read(spark, query) is None
 
@@ -152,7 +152,7 @@ def test_a_query_that_overflows_sparks_parser_otherwise_is_an_error_of_the_step(
 ) -> None:
     query = "SELECT " + "CASE WHEN true THEN " * 1000 + "1" + " END" * 1000 + " AS x FROM orders"
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(query))
-    assert check == failure(f"step `output`: {TOO_COMPLEX}", None, "output")
+    assert check == failure(f"`query`: {TOO_COMPLEX}", None, "output")
     # the session is still usable afterwards
     assert check_query(spark, "acme.out", {"orders": ORDERS}, sql("SELECT 1 AS x")).ok
 
@@ -180,7 +180,7 @@ def test_a_query_that_doubles_through_its_with_names_is_refused_before_analysis(
     """Twenty-two levels ran the plan's JVM out of memory after a minute and a half,
     with an error naming no dataset; ten are analysed (two seconds)."""
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(_doubling(22)))
-    assert check == failure(f"step `output`: {TOO_LARGE}", None, "output")
+    assert check == failure(f"`query`: {TOO_LARGE}", None, "output")
     assert check_query(spark, "acme.out", {"orders": ORDERS}, sql(_doubling(10))).ok
     # Through steps, each reading the one before twice: the same doubling.
     steps = [("s0", "SELECT order_id FROM orders")]
@@ -207,11 +207,33 @@ def test_nesting_is_counted_outside_strings_identifiers_and_comments() -> None:
 def test_table_outside_the_inputs_is_not_found(spark: SparkSession) -> None:
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql("SELECT * FROM other"))
     assert check == failure(
+        "`query`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `other` cannot be found:"
+        " the query may read `orders`",
+        line=1,
+        step="output",
+    )
+
+
+def test_a_single_query_is_named_by_its_field_and_the_steps_of_queries_by_theirs(
+    spark: SparkSession,
+) -> None:
+    """A transform written with ``query:`` alone was told as "step `output`", a step its
+    author never named; the last step of ``queries:`` is still "step `output`"."""
+    steps = TransformSql(engine="spark", queries=[SqlQueryStep(query="SELECT * FROM other")])
+    assert check_query(spark, "acme.out", {"orders": ORDERS}, steps) == failure(
         "step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `other` cannot be found:"
         " this step may read `orders`",
         line=1,
         step="output",
     )
+    single = TransformSql(engine="spark", query="SELECT *\nFROM orders WHERE nope")
+    check = check_query(spark, "acme.out", {"orders": ORDERS}, single)
+    assert check.error is not None
+    assert check.error.startswith(
+        "`query`: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function"
+        " parameter with name `nope` cannot be resolved."
+    )
+    assert (check.line, check.step) == (2, "output")
 
 
 def test_files_cannot_be_read_by_path(spark: SparkSession, tmp_path: Path) -> None:
@@ -219,7 +241,7 @@ def test_files_cannot_be_read_by_path(spark: SparkSession, tmp_path: Path) -> No
     pq.write_table(pa.table({"x": [1]}), path)
     check = check_query(spark, "acme.out", {}, sql(f"SELECT * FROM parquet.`{path}`"))
     assert check == failure(
-        f"step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `parquet`.`{path}` cannot"
+        f"`query`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `parquet`.`{path}` cannot"
         " be found. Verify the spelling and correctness of the schema and catalog.",
         line=1,
         step="output",
@@ -233,7 +255,7 @@ def test_files_cannot_be_read_by_path(spark: SparkSession, tmp_path: Path) -> No
 def test_statements_are_refused_without_running(spark: SparkSession, statement: str) -> None:
     check = check_query(spark, "acme.out", {"orders": ORDERS}, sql(statement))
     assert check == failure(
-        "step `output`: only a query (SELECT, WITH, VALUES, TABLE) may be a step;"
+        "`query`: only a query (SELECT, WITH, VALUES, TABLE) may be written here;"
         " Spark would execute this statement",
         line=None,
         step="output",
@@ -304,8 +326,8 @@ def test_views_of_one_check_are_invisible_to_the_next(spark: SparkSession) -> No
     for name in ("orders", "tmp"):
         check = check_query(spark, "acme.out", {"other": ORDERS}, sql(f"SELECT * FROM {name}"))
         assert check.error == (
-            f"step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `{name}` cannot be"
-            " found: this step may read `other`"
+            f"`query`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `{name}` cannot be"
+            " found: the query may read `other`"
         )
     assert {"orders", "tmp", "other"}.isdisjoint(t.name for t in spark.catalog.listTables())
 
@@ -491,7 +513,7 @@ def test_a_misspelt_input_or_a_dotted_one_left_unquoted_says_what_to_write(
     inputs = {"orders": ORDERS, "com.acme.orders": ORDERS}
     misspelt = check_query(spark, "acme.out", inputs, sql("SELECT * FROM orderz"))
     assert misspelt.error == (
-        "step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `orderz` cannot be"
+        "`query`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `orderz` cannot be"
         " found: did you mean `orders`?"
     )
     for query in ("SELECT * FROM com.acme.orders", "SELECT * FROM acme.orders"):
@@ -500,10 +522,10 @@ def test_a_misspelt_input_or_a_dotted_one_left_unquoted_says_what_to_write(
             unquoted.error
             == {
                 "SELECT * FROM com.acme.orders": (
-                    "step `output`: a dotted name must be quoted in backticks: `com.acme.orders`"
+                    "`query`: a dotted name must be quoted in backticks: `com.acme.orders`"
                 ),
                 "SELECT * FROM acme.orders": (
-                    "step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `acme`.`orders`"
+                    "`query`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `acme`.`orders`"
                     " cannot be found. Verify the spelling and correctness of the schema and"
                     " catalog."
                 ),

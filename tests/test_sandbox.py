@@ -40,9 +40,7 @@ CUSTOMERS = (
 INPUTS = {"orders": ORDERS, "com.acme.customers": CUSTOMERS}
 
 SECRET = "TOPSECRET-4f1c"
-NOT_A_QUERY = (
-    "only a query (SELECT, WITH, VALUES, TABLE) may be a step; Spark would execute this statement"
-)
+NOT_A_QUERY = "only a query (SELECT, WITH, VALUES, TABLE) may be written here; Spark would execute this statement"
 NOT_FOUND = "[TABLE_OR_VIEW_NOT_FOUND]"
 SECRET_VIEW = "not allowed: reads `secret`, which is not an input"
 GLOBAL_VIEW = "not allowed: reads `global_temp`.`gsecret`, which is not an input"
@@ -277,7 +275,7 @@ def test_escape_is_refused(spark: SparkSession, bait: Path, query: str, fragment
     check = check_query(spark, "acme.out", INPUTS, sql(query.format(bait=bait)))
     assert not check.ok
     assert check.error is not None
-    assert check.error.startswith("step `output`: ")
+    assert check.error.startswith("`query`: ")
     assert fragment.format(bait=bait) in check.error
     assert SECRET not in check.error
 
@@ -311,7 +309,7 @@ def test_reflection_error_gives_its_line(spark: SparkSession) -> None:
     assert check == QueryCheck(
         dataset="acme.out",
         ok=False,
-        error="step `output`: not allowed: calls Java reflection (reflect)",
+        error="`query`: not allowed: calls Java reflection (reflect)",
         line=3,
         step="output",
     )
@@ -334,14 +332,14 @@ def test_dotted_alias_cannot_be_mistaken_for_a_global_view(spark: SparkSession, 
     quoted = check_query(spark, "acme.out", inputs, sql("SELECT * FROM `global_temp.gsecret`"))
     assert quoted.ok
     unquoted = check_query(spark, "acme.out", inputs, sql("SELECT * FROM global_temp.gsecret"))
-    assert unquoted.error == f"step `output`: {GLOBAL_VIEW}"
+    assert unquoted.error == f"`query`: {GLOBAL_VIEW}"
 
 
 def test_backtick_in_an_alias_does_not_break_quoting(spark: SparkSession, bait: Path) -> None:
     inputs = {"a`b": CUSTOMERS}
     assert check_query(spark, "acme.out", inputs, sql("SELECT name FROM `a``b`")).ok
     check = check_query(spark, "acme.out", inputs, sql("SELECT * FROM `a``b`, secret"))
-    assert check.error == f"step `output`: {SECRET_VIEW}"
+    assert check.error == f"`query`: {SECRET_VIEW}"
 
 
 def test_a_csv_path_reveals_nothing_of_the_file(spark: SparkSession, bait: Path) -> None:
@@ -350,7 +348,7 @@ def test_a_csv_path_reveals_nothing_of_the_file(spark: SparkSession, bait: Path)
     query = f"SELECT * FROM csv.`{bait}/secret.csv`"
     check = check_query(spark, "acme.out", INPUTS, sql(query))
     assert check.error == (
-        f"step `output`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `csv`.`{bait}/secret.csv`"
+        f"`query`: [TABLE_OR_VIEW_NOT_FOUND] The table or view `csv`.`{bait}/secret.csv`"
         " cannot be found. Verify the spelling and correctness of the schema and catalog."
     )
 
@@ -366,7 +364,7 @@ def test_file_relation_is_refused_even_when_sql_on_files_is_on(
         check = check_query(spark, "acme.out", INPUTS, sql(f"SELECT * FROM parquet.`{path}`"))
     finally:
         spark.conf.set("spark.sql.runSQLOnFiles", "false")
-    assert check.error == f"step `output`: not allowed: reads a file relation (file:{path})"
+    assert check.error == f"`query`: not allowed: reads a file relation (file:{path})"
     assert check.line == 1
 
 

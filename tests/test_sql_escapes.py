@@ -96,7 +96,7 @@ DESCRIPTOR = (
     " give the descriptor inline as a binary literal (X'...')"
 )
 
-# (query, the error after "step `output`: "). {url} is the canary, {dir} the schemas.
+# (query, the error after "`query`: "). {url} is the canary, {dir} the schemas.
 ESCAPES: dict[str, tuple[str, str]] = {
     "from_xml validating against an XSD over http": (
         "SELECT from_xml('<r>1</r>', 'a INT', map('rowValidationXSDPath', '{url}/a.xsd')) AS x",
@@ -223,7 +223,7 @@ def test_the_plan_check_refuses_the_escape(
     spark: SparkSession, canary: Canary, schemas: Path, query: str, reason: str
 ) -> None:
     check = check_query(spark, "acme.out", {"src": INPUT}, sql(attempt(query, canary, schemas)))
-    assert (check.ok, check.error) == (False, f"step `output`: {reason}")
+    assert (check.ok, check.error) == (False, f"`query`: {reason}")
     assert canary.requests == []
 
 
@@ -234,7 +234,7 @@ def test_a_derivative_run_refuses_the_escape(
     frame = spark.createDataFrame([("<r/>",)], "doc string")
     with pytest.raises(QueryError) as refused:
         apply_transform(spark, {"src": frame}, sql(attempt(query, canary, schemas))).collect()
-    assert refused.value.message == f"step `output`: {reason}"
+    assert refused.value.message == f"`query`: {reason}"
     assert canary.requests == []
 
 
@@ -246,7 +246,7 @@ def test_ingest_refuses_the_escape_in_a_preprocess_query(
     transform = sql(attempt(query, canary, schemas))
     with pytest.raises(PreprocessError) as refused:
         preprocess(spark, frame, transform, DatasetVocabulary(), has_read_schema=True).collect()
-    assert str(refused.value) == f"preprocess query failed (line 1): step `output`: {reason}"
+    assert str(refused.value) == f"preprocess query failed (line 1): `query`: {reason}"
     assert canary.requests == []
 
 

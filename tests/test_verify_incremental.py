@@ -11,6 +11,7 @@ a full check of a long chain affordable) to the generic decoding.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -331,14 +332,27 @@ def test_a_dataset_added_in_the_range_is_checked_in_full(root: Path) -> None:
     )
 
 
-def test_nothing_changed_reads_nothing(root: Path) -> None:
+def test_nothing_changed_reads_nothing_and_says_so(root: Path) -> None:
+    """It ended in ``0 datasets: 0 valid``, as if datasets had been checked."""
     assert cli(root, "--integrity", "--base", "HEAD") == (
         0,
-        [
-            "checked since HEAD: 0 blocks and 0 files in 0 datasets; "
-            "2 datasets unchanged, not read",
-            "0 datasets: 0 valid in N s",
-        ],
+        ["no chain changed since HEAD: no dataset to check"],
+    )
+    code, (document, line) = cli(root, "--integrity", "--base", "HEAD", "--format", "json")
+    summary = json.loads(document)["summary"]
+    assert (code, summary["datasets"], summary["line"], line) == (
+        0,
+        0,
+        "no chain changed since HEAD: no dataset to check",
+        "no chain changed since HEAD: no dataset to check",
+    )
+
+
+def test_a_change_outside_the_datasets_named_reads_nothing_and_says_so(root: Path) -> None:
+    add_batch(OdfRepository(root / "odf").dataset(WEATHER))
+    assert cli(root, "--integrity", "--base", "HEAD", STOCK) == (
+        0,
+        ["no chosen dataset's chain changed since HEAD: no dataset to check"],
     )
 
 

@@ -3,11 +3,16 @@ outside one."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import typer
 
 from .common import fail
+
+BRANCH = "main"
+"""The first branch of a repository init starts: the scaffold's reconcile workflow runs
+on pushes to main."""
 
 
 def run(target: Path) -> None:
@@ -23,11 +28,43 @@ def run(target: Path) -> None:
         verb = "created" if file.created else "updated"
         note = f": {file.note}" if file.note else ""
         typer.echo(f"{verb} {_shown(file.path, target)}{note}")
+    began, problem = _git_init(target)
+    if began:
+        typer.echo(f"initialized a git repository on branch {BRANCH}: nothing is committed yet")
     created = sum(file.created for file in written)
     updated = f", {len(written) - created} updated" if created < len(written) else ""
     typer.echo(f"{created} files created{updated} in {target}: next, `reconcile plan`")
+    if problem is not None:
+        typer.echo(f"warning: {problem}", err=True)
     for warning in _ignored(target, [file.path for file in written]):
         typer.echo(f"warning: {warning}", err=True)
+
+
+def _git_init(target: Path) -> tuple[bool, str | None]:
+    """Start a git repository in ``target`` unless it is in one already: the repository
+    is made to be pushed, plans compare with a git ref, and ``apply --commit`` commits.
+    Whether it did, and why it could not (no git: the scaffold is written all the same)."""
+    try:
+        inside = subprocess.run(
+            ["git", "-C", str(target), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if inside.returncode == 0:  # a working tree, or a repository's own folder
+            return False, None
+        done = subprocess.run(
+            ["git", "init", "-q", "-b", BRANCH, str(target)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        return False, f"git is not installed: run `git init -b {BRANCH}` in {target} once it is"
+    if done.returncode != 0:
+        first = (done.stderr.strip().splitlines() or ["no message"])[0]
+        return False, f"git init failed ({first}): run `git init -b {BRANCH}` in {target}"
+    return True, None
 
 
 def _ignored(target: Path, written: list[Path]) -> list[str]:

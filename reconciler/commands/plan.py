@@ -200,9 +200,19 @@ def run(session: Session, options: RunOptions) -> None:
 
 
 def _saved(out: Path, options: RunOptions) -> str:
+    out = tidied(out)
     if options.output_format is OutputFormat.JSON:
         return (
             f"Saved the plan to {out}: `reconcile show {out}` shows it, and"
             f" `reconcile apply {out}` applies it unless it is stale."
         )
     return f"Wrote the plan to {out}."
+
+
+def tidied(path: Path) -> Path:
+    """``path`` as a log names it: normalised, and relative to the current directory when
+    inside it, else absolute. ``-C pr plan --out ../plan/plan.json`` (the plan workflow's)
+    writes ``plan/plan.json``, which the log named ``pr/../plan/plan.json``."""
+    absolute = Path(os.path.abspath(path))
+    cwd = Path.cwd()
+    return absolute.relative_to(cwd) if absolute.is_relative_to(cwd) else absolute

@@ -116,7 +116,10 @@ def run(
     if everything and code == EXIT_OK and all(v.valid for v in verdicts):
         _report_unnamed(session, repo, verdicts, as_json)
     _hint_rewritten(session, verdicts, as_json)
-    if base is not None:
+    summary = None
+    if base is not None and not checked:
+        summary = _unchanged(base, bool(changes), bool(names or select))
+    elif base is not None:
         blocks, files = sum(v.blocks for v in verdicts), sum(v.files for v in verdicts)
         session.say(
             f"checked since {base}: {count(blocks, 'block')} and {count(files, 'file')} in "
@@ -124,7 +127,19 @@ def run(
             f"{count(len(chosen) - len(checked), 'dataset')} unchanged, not read",
             err=as_json,
         )
-    _finish(session, result, verdicts, code, as_json)
+    _finish(session, result, verdicts, code, as_json, summary)
+
+
+def _unchanged(base: str, changes: bool, chosen: bool) -> str:
+    """The summary of a ``--base`` check with nothing to read, which said ``0 datasets:
+    0 valid`` as if datasets had been checked. ``changes``: some folder of the chains
+    changed all the same (a deleted dataset's, a folder that is no dataset's, or, with
+    ``chosen``, a dataset not chosen)."""
+    if not changes:
+        return f"no chain changed since {base}: no dataset to check"
+    if chosen:
+        return f"no chosen dataset's chain changed since {base}: no dataset to check"
+    return f"no dataset's chain changed since {base}: no dataset to check"
 
 
 def _strays(repo: OdfRepository) -> list[Verdict]:
@@ -196,16 +211,22 @@ def _report_unnamed(
 
 
 def _finish(
-    session: Session, result: RunResult, verdicts: list[Verdict], code: int, as_json: bool
+    session: Session,
+    result: RunResult,
+    verdicts: list[Verdict],
+    code: int,
+    as_json: bool,
+    summary: str | None = None,
 ) -> None:
-    """The summary line (and the JSON document), then exit: 1 if any dataset is invalid."""
+    """The summary line (and the JSON document), then exit: 1 if any dataset is invalid.
+    ``summary`` stands for the line when there was nothing to check, nor time to tell."""
     invalid = sum(not v.valid for v in verdicts)
     if code == EXIT_OK and invalid:
         code = EXIT_FAILED
     seconds = session.elapsed()
     line = f"{count(len(verdicts), 'dataset')}: {len(verdicts) - invalid} valid"
     line += f", {invalid} invalid" if invalid else ""
-    line += f" in {duration(seconds)}"
+    line = summary or f"{line} in {duration(seconds)}"
     if result.error is not None:
         typer.echo(("" if result.interrupted else "error: ") + result.error, err=True)
     typer.echo(line, err=as_json)

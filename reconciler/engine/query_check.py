@@ -25,8 +25,8 @@ for the plan's policy to judge.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.errors import AnalysisException, ParseException
@@ -44,6 +44,10 @@ from reconciler.odf.models import TransformSql
 from reconciler.plan.model import Column, QueryCheck
 
 OUTPUT_STEP = "output"  # how errors name the last, alias-less step
+QUERY_FIELD = "`query`"
+"""How messages name the step of a transform written with ``query:``: it has no step name
+the user wrote, and ``step `output``` named one they could not find."""
+NOT_A_QUERY = "only a query (SELECT, WITH, VALUES, TABLE)"  # how a statement's refusal begins
 
 _TRAILING_SEMICOLONS = re.compile(r"[\s;]+\Z")
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -101,8 +105,11 @@ def tables_read(spark: SparkSession, query: str) -> frozenset[str] | None:
     return tables_named(plan, spark.sparkContext._jvm)
 
 
-ViewHint = Callable[[str, Sequence[str]], str]
-"""Rewrites an engine message given the views the step could read (``view_hints``)."""
+class ViewHint(Protocol):
+    """Rewrites an engine message given the views the step could read (``view_hints``);
+    ``reader`` names the step in the hint's words (``this step``, ``the query``)."""
+
+    def __call__(self, message: str, views: Sequence[str], /, *, reader: str) -> str: ...
 
 
 def apply_transform(
@@ -134,7 +141,7 @@ def _analyse_transform(
     hint: ViewHint = with_view_hint,
 ) -> tuple[DataFrame, tuple[str, ...]]:
     """``apply_transform``'s output, and what in its steps is non-deterministic, each
-    as ``rand() in step `output` (line 2)``."""
+    as ``rand() in step `daily` (line 2)`` (``in `query```, written with ``query:``)."""
     views: list[str] = []
     sizes: dict[str, int] = {}  # each earlier step's inlined size (``query_size``)
     nondeterministic: list[str] = []
@@ -142,10 +149,12 @@ def _analyse_transform(
         for alias, frame in inputs.items():
             _register(frame, alias, views)
         output: DataFrame | None = None
-        for step in transform.normalized().queries or []:
+        steps = transform.normalized().queries or []
+        for number, step in enumerate(steps, 1):
             label = step.alias or OUTPUT_STEP
-            output, found, size = _analyse_step(spark, label, step.query, views, hint, sizes)
-            nondeterministic += [_in_step(label, finding) for finding in found]
+            named = _step_words(transform, number == len(steps), label)
+            output, found, size = _analyse_step(spark, label, named, step.query, views, hint, sizes)
+            nondeterministic += [_in_step(named, finding) for finding in found]
             if step.alias is not None:
                 _register(output, step.alias, views)
                 sizes[step.alias] = size
@@ -157,9 +166,15 @@ def _analyse_transform(
     return output, tuple(nondeterministic)
 
 
-def _in_step(label: str, finding: Nondeterminism) -> str:
+def _step_words(transform: TransformSql, last: bool, label: str) -> str:
+    """How messages name a step: ``QUERY_FIELD`` for the one written as ``query:`` (which
+    ``normalized`` makes the last), ``step `daily``` for one of ``queries:``."""
+    return QUERY_FIELD if last and transform.query is not None else f"step `{label}`"
+
+
+def _in_step(named: str, finding: Nondeterminism) -> str:
     where = f" (line {finding.line})" if finding.line is not None else ""
-    return f"{finding.what} in step `{label}`{where}"
+    return f"{finding.what} in {named}{where}"
 
 
 def _empty_input(spark: SparkSession, alias: str, columns: Sequence[Column]) -> DataFrame:
@@ -196,6 +211,7 @@ def _register(frame: DataFrame, alias: str, views: list[str]) -> None:
 def _analyse_step(
     spark: SparkSession,
     label: str,
+    named: str,
     query: str,
     views: Sequence[str],
     hint: ViewHint,
@@ -203,7 +219,8 @@ def _analyse_step(
 ) -> tuple[DataFrame, tuple[Nondeterminism, ...], int]:
     """Parse, sandbox and analyse one step, which may read only ``views``; the step's
     frame, what in it is non-deterministic, and its size with every reference replaced
-    (``query_size``; ``sizes``, the earlier steps').
+    (``query_size``; ``sizes``, the earlier steps'). ``label`` is the step's name in the
+    error, ``named`` the words its messages begin with (``step `daily``` or ``QUERY_FIELD``).
 
     ``spark.sql`` analyses a query eagerly (that is where unknown columns and tables are
     found) but runs no job until an action; the sandbox checks the parsed plan before
@@ -211,28 +228,29 @@ def _analyse_step(
     """
     query = _TRAILING_SEMICOLONS.sub("", query)  # accepted by spark.sql, not by the query rule
     if (deep := too_deep(query)) is not None:
-        message = f"step `{label}`: parentheses nest more than {MAX_NESTING} deep: {_TOO_COMPLEX}"
+        message = f"{named}: parentheses nest more than {MAX_NESTING} deep: {_TOO_COMPLEX}"
         raise QueryError(message, deep, label)
     try:
-        parsed = _require_query(spark, label, query)
+        parsed = _require_query(spark, label, named, query)
         jvm = spark.sparkContext._jvm
         size, measured = step_size(parsed, jvm, query, sizes)
         if measured and size > MAX_INLINED:
-            raise QueryError(f"step `{label}`: {_TOO_LARGE}", None, label)
+            raise QueryError(f"{named}: {_TOO_LARGE}", None, label)
         check_parsed(parsed, jvm)
         frame = spark.sql(query)
         nondeterministic = check_plan(frame, views)
     except Py4JJavaError as e:
         if _out_of_memory(e):
-            raise QueryError(f"step `{label}`: {_NO_MEMORY}", None, label) from None
+            raise QueryError(f"{named}: {_NO_MEMORY}", None, label) from None
         if not _stack_overflow(e):
             raise
-        raise QueryError(f"step `{label}`: {_TOO_COMPLEX}", None, label) from None
+        raise QueryError(f"{named}: {_TOO_COMPLEX}", None, label) from None
     except (AnalysisException, ParseException) as e:
-        message = f"step `{label}`: {hint(_engine_message(e), views)}"
+        reader = "the query" if named == QUERY_FIELD else "this step"
+        message = f"{named}: {hint(_engine_message(e), views, reader=reader)}"
         raise QueryError(message, _engine_line(e, query), label) from None
     except SandboxError as e:
-        raise QueryError(f"step `{label}`: not allowed: {e.reason}", e.line, label) from None
+        raise QueryError(f"{named}: not allowed: {e.reason}", e.line, label) from None
     return frame, nondeterministic, size
 
 
@@ -255,7 +273,7 @@ def _stack_overflow(error: Py4JJavaError) -> bool:
     return "java.lang.StackOverflowError" in str(error.java_exception)
 
 
-def _require_query(spark: SparkSession, label: str, query: str) -> Any:
+def _require_query(spark: SparkSession, label: str, named: str, query: str) -> Any:
     """Refuse anything but a query before ``spark.sql`` sees it.
 
     ``spark.sql`` *runs* commands (CREATE TABLE, INSERT, SET, ADD JAR…) as soon as it is
@@ -271,9 +289,9 @@ def _require_query(spark: SparkSession, label: str, query: str) -> Any:
         return capture_sql_exception(parser.parseQuery)(query)
     except ParseException:
         capture_sql_exception(parser.parsePlan)(query)
+        where = "written here" if named == QUERY_FIELD else "a step"
         raise QueryError(
-            f"step `{label}`: only a query (SELECT, WITH, VALUES, TABLE) may be a step;"
-            " Spark would execute this statement",
+            f"{named}: {NOT_A_QUERY} may be {where}; Spark would execute this statement",
             step=label,
         ) from None
 

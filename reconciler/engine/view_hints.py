@@ -29,6 +29,7 @@ def with_view_hint(
     reason: Callable[[str], str | None] = lambda _: None,
     *,
     listed: bool = True,
+    reader: str = "this step",
 ) -> str:
     """``message`` saying what to do when it is a view the query could not find.
 
@@ -36,7 +37,8 @@ def with_view_hint(
     earlier steps; the repository's datasets); ``reason`` may explain a name the caller
     knows but the query could not read (a dataset with no data yet, say). With
     ``listed``, a few candidates none of which is close are named: a transform's
-    inputs, which are few and all readable.
+    inputs, which are few and all readable, as what ``reader`` (``this step``, or ``the
+    query`` of a transform written with ``query:``, which has no steps) may read.
     """
     unquoted = _UNQUOTED.search(message)
     if unquoted is not None:
@@ -53,7 +55,7 @@ def with_view_hint(
     if hint is None and close:
         hint = "did you mean " + " or ".join(f"`{n}`" for n in close) + "?"
     if hint is None and listed and 0 < len(candidates) <= _LISTED:
-        hint = "this step may read " + ", ".join(f"`{n}`" for n in candidates)
+        hint = f"{reader} may read " + ", ".join(f"`{n}`" for n in candidates)
     return f"{found.group(0)} cannot be found: {hint}" if hint else message
 
 

@@ -49,7 +49,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..engine.errors import first_line
-from ..engine.query_check import OUTPUT_STEP, QueryError, apply_transform, tables_read
+from ..engine.query_check import (
+    NOT_A_QUERY,
+    QUERY_FIELD,
+    QueryError,
+    apply_transform,
+    tables_read,
+)
 from ..engine.view_hints import with_view_hint
 from ..odf import models
 from ..odf.repository import Dataset, OdfRepository
@@ -83,9 +89,7 @@ TABLE_LIMIT = 100
 _PARQUET_GROUP_ROWS = 1 << 16
 """Rows per row group of an exported Parquet file: what the driver holds at a time."""
 
-_STEP_PREFIX = f"step `{OUTPUT_STEP}`: "
-# query_check's words for a statement that is not a query, written for transform steps
-_NOT_A_QUERY = "only a query (SELECT, WITH, VALUES, TABLE) may be a step"
+_FIELD_PREFIX = f"{QUERY_FIELD}: "  # query_check's words for a transform's `query:` field
 _ESCAPES = str.maketrans({"\t": "\\t", "\r": "\\r", "\n": "\\n"})
 _CSV_SPECIAL = re.compile(r'[",\r\n]')
 
@@ -229,7 +233,7 @@ def analyse(
     transform = models.TransformSql(engine="spark", query=query)
     datasets = repo.names()
 
-    def hint(message: str, _: Sequence[str]) -> str:
+    def hint(message: str, _: Sequence[str], /, *, reader: str) -> str:
         """Against every dataset, not just the views registered; no list of them, which
         would name those with no data too."""
         reason = partial(_missing_dataset, datasets=datasets, scope=scope)
@@ -238,8 +242,8 @@ def analyse(
     try:
         return apply_transform(spark, views, transform, hint)
     except QueryError as e:
-        message = e.message.removeprefix(_STEP_PREFIX)
-        if message.startswith(_NOT_A_QUERY):
+        message = e.message.removeprefix(_FIELD_PREFIX)
+        if message.startswith(NOT_A_QUERY):
             message = "only a single read-only query (SELECT, WITH, VALUES, TABLE) can run here"
         if e.line is not None and "\n" in query.strip():
             message += f" (line {e.line})"

@@ -236,7 +236,32 @@ def _issue_from_pydantic(file: Path, root: yaml.Node, err: Any) -> ManifestIssue
         loc = (*loc, "kind")
     elif kind == "literal_error":
         message = f"{message}, got {err.get('input')!r}"
+    elif kind == "bool_type" and isinstance(err.get("input"), str):
+        message = _yaml_1_1_boolean(err["input"]) or message
     return _issue_at(file, root, loc, message, at_key=kind == "extra_forbidden")
+
+
+_YAML_1_1_BOOLEANS = {
+    "yes": "true",
+    "y": "true",
+    "on": "true",
+    "no": "false",
+    "n": "false",
+    "off": "false",
+}
+
+
+def _yaml_1_1_boolean(text: str) -> str | None:
+    """What to write for a YAML 1.1 boolean given to a boolean field: the loader reads
+    YAML 1.2's booleans only, as kamu does (``safe_yaml``), so ``header: yes`` is the
+    text yes, which "Input should be a valid boolean" left the author to work out."""
+    meant = _YAML_1_1_BOOLEANS.get(text.lower())
+    if meant is None:
+        return None
+    return (
+        f"{text!r} is read as text, not a boolean (a manifest is YAML 1.2, as kamu reads"
+        f" it): write {meant}"
+    )
 
 
 def issue_at(loaded: LoadedSnapshot, loc: tuple[str | int, ...], message: str) -> ManifestIssue:

@@ -111,7 +111,8 @@ class QueryCheck:
     error: str | None = None
     line: int | None = None  # line of the error within the query, when the engine says
     step: str | None = None  # the step whose query failed: its alias, or "output" for the last
-    # what makes an accepted query's result differ between runs: "rand() in step `output`"
+    # what makes an accepted query's result differ between runs: "rand() in step `daily`",
+    # or "rand() in `query`" for a transform written with ``query:`` alone
     nondeterministic: tuple[str, ...] = ()
 
 

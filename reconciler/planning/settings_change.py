@@ -141,7 +141,8 @@ def settings_problems(config: RepoConfig, base: RepoConfig) -> list[Problem]:
 
 
 def store_problems(config: RepoConfig) -> list[Problem]:
-    """An error, in every plan, for a folder store inside the repository: git holds
+    """An error, in every plan, for a folder store that is not there (a share not
+    mounted, a typing error), and for one inside the repository: git holds
     neither its files (``.gitignore`` may not even cover them) nor the folder, so a CI
     checkout throws them away with the job and every clone's chains name data it lacks,
     while the blocks are committed as if the data were safe."""
@@ -149,7 +150,20 @@ def store_problems(config: RepoConfig) -> list[Problem]:
         return []
     folder = Path(_store_place(config))
     if not folder.is_relative_to(config.root.resolve()):
-        return []
+        if folder.is_dir():
+            return []
+        # A pull request naming a folder no runner has planned without a word; merged,
+        # every run stopped at the store's check, and the scheduled job at its verify.
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        return [
+            Problem(
+                f"data_store {config.data_store!r} {what}: {folder} must be a folder this"
+                f" machine can write (create it with mkdir -p {folder}, or mount the share it"
+                " is on)",
+                location=_key_location(config.root / "pyproject.toml", "data_store"),
+                field="tool.reconciler.data_store",
+            )
+        ]
     return [
         Problem(
             f"data_store {config.data_store!r} is a folder inside the repository, which git"
