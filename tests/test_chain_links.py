@@ -673,3 +673,22 @@ def test_a_dataset_folder_linked_to_another_in_the_chains_folder_is_not_read(
         f"  {unread}",
         f"{copy}: valid (6 block(s))",
     ]
+
+
+@pytest.mark.parametrize("args", [(), ("--integrity",), ("--integrity", "--no-download")])
+def test_the_full_check_fails_on_chains_behind_a_link_whoever_made_it(
+    pull_request: tuple[Path, Path], args: tuple[str, ...]
+) -> None:
+    """Journey 41: with ``odf`` a link to a copy (merged past its failed plan, or made on
+    the runner), the plan read no chain but ``verify`` read the copy, found it valid,
+    and the scheduled job went on to its apply."""
+    root, _ = pull_request
+    (root / "odf").rename(root.parent / "elsewhere")
+    (root / "odf").symlink_to(root.parent / "elsewhere")
+    code, output = cli(root, "verify", *args)
+    assert (code, output) == (
+        1,
+        f"error: odf is a symbolic link (to {root.parent / 'elsewhere'}): the chains must be"
+        " in the repository's own tree, which only the reconciler writes; restore the"
+        " folder from the commit before the link\n",
+    )

@@ -80,10 +80,12 @@ def run(
             raise fail(f"error: {e}") from None
         if linked:  # nothing is read through the link: what it leads to is not the chains
             raise fail("\n".join(f"error: {problem.message}" for problem in linked))
+        _refuse_linked_chains(session)  # a link the base has already
         repo = _store_of_base(session, base)
         checked = [n for n in chosen if n in changes]  # the others are not read at all
         check = lambda name: verify_change(repo, name, changes[name])  # noqa: E731
     else:
+        _refuse_linked_chains(session)
         spark = None if integrity else session.spark
         ids = {} if integrity else repo.names_by_id()  # only a replay resolves inputs
         checked = chosen
@@ -128,6 +130,16 @@ def run(
             err=as_json,
         )
     _finish(session, result, verdicts, code, as_json, summary)
+
+
+def _refuse_linked_chains(session: Session) -> None:
+    """Stop when the chains' folder is, or lies under, a link: what it leads to is not
+    the repository's chains. The plan reads none of them, while this check found the
+    copy valid, and the scheduled job went on to its apply."""
+    from ..planning.linked_paths import chains_link_problem
+
+    if (linked := chains_link_problem(session.config)) is not None:
+        raise fail(f"error: {linked.message}")
 
 
 def _unchanged(base: str, changes: bool, chosen: bool) -> str:
