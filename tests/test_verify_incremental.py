@@ -471,3 +471,12 @@ def test_the_fast_data_block_reader_gives_what_the_generic_mapping_gives(version
         fast = decode_block(data)
         assert fast == generic == block
         assert fast.model_dump(exclude_unset=True) == generic.model_dump(exclude_unset=True)
+
+
+def test_a_repository_with_no_chain_yet_says_so(tmp_path: Path) -> None:
+    """The first scheduled run of a new repository (``reconcile init``, then the job's
+    ``verify``) said ``0 datasets: 0 valid``, as if chains had been checked."""
+    (tmp_path / "pyproject.toml").write_text('[tool.reconciler]\nodf_root = "chains"\n')
+    (tmp_path / "datasets").mkdir()
+    for args in (("--integrity", "--no-download"), ("--integrity",)):
+        assert cli(tmp_path, *args) == (0, ["no chain in chains/ yet: nothing to verify"])

@@ -119,7 +119,11 @@ def run(
         _report_unnamed(session, repo, verdicts, as_json)
     _hint_rewritten(session, verdicts, as_json)
     summary = None
-    if base is not None and not checked:
+    if base is None and not verdicts and not names and not select:
+        # the first scheduled run of a new repository said "0 datasets: 0 valid"
+        chains = shown_path(session.config.odf_dir, session.config.root)
+        summary = f"no chain in {chains}/ yet: nothing to verify"
+    elif base is not None and not checked:
         summary = _unchanged(base, bool(changes), bool(names or select))
     elif base is not None:
         blocks, files = sum(v.blocks for v in verdicts), sum(v.files for v in verdicts)
