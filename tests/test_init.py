@@ -15,6 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from cli_here import reconcile_here
 from gitops_repo import reconcile, rows, slices
 from pyspark.sql import SparkSession
 from workflow_lint import check_jsonschema, run_scripts, shellcheck
@@ -333,14 +334,9 @@ def test_init_goes_into_a_folder_with_an_empty_datasets_folder_and_other_files(
 
 
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    """``reconcile ARGS`` run from ``cwd``, in this process (``cli_here``): ``init`` starts
+    no Spark."""
+    return reconcile_here(list(args), cwd=cwd, spark=False)
 
 
 GIT_INIT = "initialized a git repository on branch main: nothing is committed yet"
@@ -513,13 +509,9 @@ def test_an_out_file_in_a_folder_that_does_not_exist_is_refused_before_any_work(
     tmp_path: Path,
 ) -> None:
     init_repository(tmp_path / "pr")
-    result = subprocess.run(
-        [_bin("reconcile"), "-C", "pr", "plan", "--out", "plan/plan.json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
+    # refused before any work: not a JVM started (the relative paths are taken from cwd)
+    result = reconcile_here(
+        ["-C", "pr", "plan", "--out", "plan/plan.json"], cwd=tmp_path, spark=False
     )
     assert result.returncode == 64
     assert result.stderr.splitlines()[-1] == (

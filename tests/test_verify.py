@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from cli_here import reconcile_here
 from gitops_repo import GitOpsRepo, events, slices
 from pyspark.sql import SparkSession
 from transform_repo import STOCK, derivative, make_repo, run
@@ -50,13 +49,9 @@ def repo(built: Path, tmp_path: Path) -> GitOpsRepo:
 
 
 def cli(root: Path, *args: str) -> tuple[int, list[str]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "reconciler", "-C", str(root), "verify", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    """``reconcile -C root verify ARGS`` in this process (``cli_here``), its exit code and
+    standard output: every run here is an ``--integrity`` check, which starts no Spark."""
+    done = reconcile_here(["-C", str(root), "verify", *args], spark=False)
     # the summary line ends in the time verify took, which differs from run to run
     return done.returncode, [
         re.sub(r" in [\d.]+ s$", " in N s", x) for x in done.stdout.splitlines()

@@ -2,11 +2,12 @@
 
 Each test builds a real git repository holding two root chains (written through the
 product's own ``Dataset`` API, no Spark), commits it as the base, changes it, and runs
-the real command in a subprocess. Damage the base already had is outside the range: the
-incremental check does not read it, which the full check (no ``--base``) proves by
-failing on the same tree. ``--no-download`` (the full check without downloading a data
-store) is tested here for what it leaves alone. The last test pins the fast reader of data blocks (what makes
-a full check of a long chain affordable) to the generic decoding.
+the real command, in this process (``cli_here``). Damage the base already had is outside
+the range: the incremental check does not read it, which the full check (no ``--base``)
+proves by failing on the same tree. ``--no-download`` (the full check without
+downloading a data store) is tested here for what it leaves alone. The last test pins
+the fast reader of data blocks (what makes a full check of a long chain affordable) to
+the generic decoding.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_here import reconcile_here
 
 from reconciler.odf import (
     DatasetId,
@@ -47,13 +48,9 @@ def git(root: Path, *args: str) -> str:
 
 
 def cli(root: Path, *args: str) -> tuple[int, list[str]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "reconciler", "-C", str(root), "verify", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    """``reconcile -C root verify ARGS`` in this process (``cli_here``): every run here is
+    an ``--integrity`` check or a usage error, neither of which starts Spark."""
+    done = reconcile_here(["-C", str(root), "verify", *args], spark=False)
     lines = done.stdout.splitlines() + done.stderr.splitlines()
     # the summary line ends in the time verify took, which differs from run to run
     return done.returncode, [re.sub(r" in [\d.]+ s$", " in N s", x) for x in lines]
