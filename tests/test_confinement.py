@@ -29,7 +29,14 @@ from reconciler.ingest.pull import IngestContext
 from reconciler.odf import Timestamp, models
 from reconciler.odf.repository import OdfRepository
 from reconciler.planning.compose import PlanRequest, make_plan
-from reconciler.source_paths import SourceRoots, glob_folder, glob_matches, glob_would_match
+from reconciler.source_paths import (
+    Globs,
+    OutsideError,
+    SourceRoots,
+    glob_folder,
+    glob_matches,
+    glob_would_match,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -664,3 +671,23 @@ def test_a_folder_store_is_no_source_even_in_source_roots(tmp_path: Path) -> Non
         ".reconcile-cache/, the reconciler's cache",
         f"{outside / 'store'}/, the data store",
     ]
+
+
+def test_a_plans_globs_are_walked_once_each(tmp_path: Path) -> None:
+    """The plan's confinement check and its listing of each source's files read the
+    same globs (``source_paths.Globs``): a second ask gives the first walk's matches, or
+    its refusal, without walking again (a file added meanwhile is not seen)."""
+    root, _ = make_repo(tmp_path)
+    (root / "sources" / "a.csv").write_text("a,b\n")
+    globs = Globs(SourceRoots.of(root), root)
+    assert globs.matches("sources/*.csv") == [root / "sources" / "a.csv"]
+    (root / "sources" / "b.csv").write_text("a,b\n")
+    assert globs.matches("sources/*.csv") == [root / "sources" / "a.csv"]
+    assert glob_matches("sources/*.csv", SourceRoots.of(root), root) == [
+        root / "sources" / "a.csv",
+        root / "sources" / "b.csv",
+    ]
+    for _ in range(2):
+        with pytest.raises(OutsideError) as e:
+            globs.matches("../exports/*")
+        assert str(e.value) == "resolves outside the repository"

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from ..config import RefusedManifest
 from ..odf import models
-from ..source_paths import OutsideError, SourceRoots, file_url_path, glob_matches
+from ..source_paths import Globs, OutsideError, SourceRoots, file_url_path
 from .desired import DesiredDataset
 from .model import Location, Problem
 from .policies import field_location
@@ -29,15 +29,14 @@ def manifest_problems(refused: Iterable[RefusedManifest]) -> list[Problem]:
     return [Problem(f"not read: {r.reason}", location=Location(str(r.path))) for r in refused]
 
 
-def source_problems(
-    roots: SourceRoots, root: Path, manifests: Iterable[DesiredDataset]
-) -> list[Problem]:
-    """A problem for each polling source of ``manifests`` that leads out of ``roots``
-    (relative paths start at ``root``) or into one of their reserved folders."""
+def source_problems(globs: Globs, manifests: Iterable[DesiredDataset]) -> list[Problem]:
+    """A problem for each polling source of ``manifests`` that leads out of the roots
+    of ``globs`` (relative paths start at its folder) or into one of their reserved
+    folders."""
     problems: list[Problem] = []
     for ds in manifests:
         for index, fetch in _polling_fetches(ds.snapshot):
-            found = _breach(fetch, roots, root)
+            found = _breach(fetch, globs)
             if found is not None:
                 key, message = found
                 path = ("content", "metadata", index, "fetch", key)
@@ -60,20 +59,20 @@ def _polling_fetches(snapshot: models.DatasetSnapshot) -> Iterator[tuple[int, mo
             yield index, event.fetch
 
 
-def _breach(fetch: models.FetchStep, roots: SourceRoots, root: Path) -> tuple[str, str] | None:
+def _breach(fetch: models.FetchStep, globs: Globs) -> tuple[str, str] | None:
     """The field and the message of the fetch step's breach, if it has one."""
     if isinstance(fetch, models.FetchStepFilesGlob):
-        message = _glob_breach(fetch.path, roots, root)
+        message = _glob_breach(fetch.path, globs)
         return None if message is None else ("path", message)
     if isinstance(fetch, models.FetchStepUrl):
-        message = _file_url_breach(fetch.url, roots, root)
+        message = _file_url_breach(fetch.url, globs.roots, globs.base_dir)
         return None if message is None else ("url", message)
     return None
 
 
-def _glob_breach(written: str, roots: SourceRoots, root: Path) -> str | None:
+def _glob_breach(written: str, globs: Globs) -> str | None:
     try:
-        glob_matches(written, roots, root)
+        globs.matches(written)
     except OutsideError as e:
         return f"FilesGlob path {written!r} {e}"
     return None

@@ -42,7 +42,7 @@ from ..plan.model import Column, DatasetPlan, Location, Plan, Problem, QueryChec
 from ..plan.pending import GlobListings
 from ..plan.policies import PolicyError, PolicySet, evaluate, load_policies, read_override
 from ..plan.renames import find_renames, renamed
-from ..source_paths import OutsideError, SourceRoots, glob_matches
+from ..source_paths import Globs, OutsideError, SourceRoots
 from .csv_headers import plan_header_problems
 from .engine_settings_change import engine_setting_problems
 from .ignore_rules import chain_rule_problems, ignored_source_problems
@@ -181,7 +181,8 @@ def list_globs(config: RepoConfig, manifests: Iterable[DesiredDataset]) -> GlobL
     """The names of the files each dataset's ``FilesGlob`` source in force matches now,
     sorted, by the fetch's own confined glob (``source_paths``): entries are listed, never
     opened. A path that leads outside is left out; it is a problem of its own."""
-    return _names(_glob_matches(source_roots(config), config.root, _glob_paths(manifests)))
+    globs = Globs(source_roots(config), config.root)
+    return _names(_glob_matches(globs, _glob_paths(manifests)))
 
 
 def _names(matched: Mapping[str, Sequence[Path]]) -> GlobListings:
@@ -198,14 +199,12 @@ def _glob_paths(manifests: Iterable[DesiredDataset]) -> dict[str, str]:
     return paths
 
 
-def _glob_matches(
-    roots: SourceRoots, root: Path, globs: Mapping[str, str]
-) -> dict[str, list[Path]]:
+def _glob_matches(globs: Globs, paths: Mapping[str, str]) -> dict[str, list[Path]]:
     """The files each dataset's ``FilesGlob`` path (``_glob_paths``) matches now."""
     matched: dict[str, list[Path]] = {}
-    for name, written in globs.items():
+    for name, written in paths.items():
         try:
-            matches = glob_matches(written, roots, root)
+            matches = globs.matches(written)
         except OutsideError:
             continue
         matched[name] = [m for m in matches if m.is_file()]
@@ -300,9 +299,9 @@ def make_plan(
     # A pull request is judged by its base's settings: the allow-list its sources may
     # read (a base without one allows nothing) and the policies folder.
     base = None if request.base_ref is None else gitops.config_at(config, request.base_ref)
-    roots = source_roots(config, base)
+    globbed = Globs(source_roots(config, base), config.root)  # each glob walked once
     problems += manifest_problems(scan.refused)
-    problems += source_problems(roots, config.root, desired.datasets.values())
+    problems += source_problems(globbed, desired.datasets.values())
     pull_request = request.base_ref is not None
     if pull_request:  # a misspelt renamed-from there deletes a chain, unreviewed as such
         desired.problems = [
@@ -326,7 +325,7 @@ def make_plan(
 
     stale = _stale_overrides(config, request.base_ref, desired.datasets.values())
     globs = _glob_paths(desired.datasets.values())
-    matched = _glob_matches(roots, config.root, globs)
+    matched = _glob_matches(globbed, globs)
     if not pull_request:  # a pull request's checkout holds no file git ignores
         problems += ignored_source_problems(config, matched)
     touched = touched_sources(config, request.base_ref, globs, matched, actual)
