@@ -275,6 +275,13 @@ def _read_chains(
 def make_plan(
     config: RepoConfig, request: PlanRequest, validator: QueryValidator | None = None
 ) -> Plan:
+    """The plan of ``request`` over the repository of ``config``; ``validator``
+    analyses new and changed queries (the engine's, started only when one is)."""
+    with gitops.shared_listings():  # the chains' folder is listed by git once
+        return _plan(config, request, validator)
+
+
+def _plan(config: RepoConfig, request: PlanRequest, validator: QueryValidator | None) -> Plan:
     repo = OdfRepository(config.odf_dir)
     actual, problems, unreadable = _read_chains(config, repo, request.base_ref)
     ids = {str(s.dataset_id): n for n, s in actual.items() if s.dataset_id}
