@@ -691,3 +691,51 @@ def test_a_plans_globs_are_walked_once_each(tmp_path: Path) -> None:
         with pytest.raises(OutsideError) as e:
             globs.matches("../exports/*")
         assert str(e.value) == "resolves outside the repository"
+
+
+def test_an_apply_refuses_a_plan_with_errors_before_spark_analyses_its_queries(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Journey 42: an apply whose plan had a refused source analysed the new query on
+    Spark (16 s there) before it refused the plan, which it does whatever the queries
+    say. The plan alone still analyses them, for the reviewer."""
+    root, _ = make_repo(tmp_path)
+    (root / "datasets" / "a.yaml").write_text(
+        manifest("org.example.a", '{kind: FilesGlob, path: "sources/*.csv"}')
+    )
+    (root / "datasets" / "b.yaml").write_text(
+        textwrap.dedent(
+            """\
+            kind: DatasetSnapshot
+            version: 1
+            content:
+              name: org.example.b
+              kind: Derivative
+              metadata:
+                - kind: SetTransform
+                  inputs: [{datasetRef: org.example.a}]
+                  transform: {kind: Sql, engine: spark, query: "SELECT event_time, a FROM `org.example.a`"}
+            """
+        )
+    )
+    (root / "datasets" / "evil.yaml").write_text(
+        manifest("org.example.evil", "{kind: FilesGlob, path: 'odf/*/data/*'}")
+    )
+    code, output = cli(root, "apply", "--yes")
+    assert code == 1
+    assert "analysing" not in output and "query check" not in output, output
+    assert (
+        "the queries of org.example.b were not analysed: the plan has errors already, so"
+        " nothing is applied; `reconcile plan` analyses them"
+    ) in output
+    assert (
+        "error: the plan has 1 error, so nothing was applied; the first: datasets/evil.yaml:8:"
+        " org.example.evil: FilesGlob path 'odf/*/data/*' resolves into odf/"
+    ) in output
+    assert output.splitlines()[-1].startswith("nothing applied in "), output
+    assert not (root / "odf").exists()
+    code, output = cli(root, "plan")
+    assert code == 1
+    assert "analysing 1 query on Spark…" in output
+    assert "query check: ok; output columns: event_time timestamp, a bigint" in output
+    assert "were not analysed" not in output

@@ -93,7 +93,9 @@ class _Made:
 def _make(session: Session, options: RunOptions) -> _Made:
     """The plan of this run: made now, or the saved one checked against the repository."""
     if options.saved_plan is None:
-        planned = plan_command.make(session, plan_command.request_of(options), options.select)
+        # refused on its errors before Spark starts to analyse a query (``refuse_early``)
+        request = replace(plan_command.request_of(options), refuse_early=True)
+        planned = plan_command.make(session, request, options.select)
         if options.base is not None:  # judged by a ref's policies: by the checkout's too
             planned = plan_command.judged_here(session, planned, options.prune)
         return _Made(planned, plan_command.digest(planned.shown))

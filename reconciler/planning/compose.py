@@ -63,6 +63,7 @@ class PlanRequest:
     base_ref: str | None = None
     prune: bool = False
     analysed: frozenset[str] | None = None  # ``PlanOptions.analysed``
+    refuse_early: bool = False  # ``PlanOptions.refuse_early``: an apply's plan
 
 
 def spark_validator(config: RepoConfig, base_ref: str | None = None) -> QueryValidator:
@@ -347,6 +348,7 @@ def _plan(config: RepoConfig, request: PlanRequest, validator: QueryValidator | 
         renames=renames,
         analysed=request.analysed,
         unreadable=unreadable,
+        refuse_early=request.refuse_early,
     )
     plan = build_plan(
         desired,
