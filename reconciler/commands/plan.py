@@ -135,7 +135,8 @@ def judged_here(session: Session, planned: Planned, prune: bool) -> Planned:
     plan shown. A plan made with ``--base`` is judged by that ref's policies: a ref of
     anyone's choosing (a branch that deleted a rule), while what apply writes is this
     checkout. Apply refuses the errors as it refuses those of a plan made here."""
-    own = make(session, PlanRequest(prune=prune), None).full
+    # its errors alone are used: none of its queries is analysed past one (refuse_early)
+    own = make(session, PlanRequest(prune=prune, refuse_early=True), None).full
     if planned.selected is not None:
         own = restrict(own, planned.selected)
     shown = planned.shown
