@@ -191,3 +191,51 @@ def test_a_repository_takes_its_lock_in_its_root_folder(tmp_path: Path) -> None:
         assert sorted(p.name for p in repo.root.iterdir()) == [".lock"]
         record = read_holder(repo.root)
         assert record is not None and record.command == "reconcile apply"
+
+
+# Takes the flock of argv[1]'s lock file, says "locked", and writes its record only half a
+# second later: the moment a new holder has the lock while a killed run's record is there.
+SLOW_RECORD = textwrap.dedent(
+    """
+    import datetime as dt, fcntl, os, socket, sys, time
+    from pathlib import Path
+    from reconciler.odf.lock import LOCK_FILE, LockHolder
+    fd = os.open(Path(sys.argv[1]) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    time.sleep(0.5)
+    me = LockHolder("reconcile apply", os.getpid(), socket.gethostname(), dt.datetime.now(dt.UTC))
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, me.to_json(), 0)
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_run_refused_before_the_new_holders_record_names_it_not_the_dead_run(
+    tmp_path: Path,
+) -> None:
+    """CI: of three runs racing for a killed run's lock, one refused named the killed
+    run, whose record the winner had not yet replaced."""
+    root = tmp_path / "odf"
+    dead = hold(root, "reconcile apply", 600)
+    dead.send_signal(signal.SIGKILL)
+    dead.wait()
+    record = read_holder(root)
+    assert record is not None and record.pid == dead.pid
+    slow = subprocess.Popen(
+        [sys.executable, "-c", SLOW_RECORD, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert slow.stdout is not None and slow.stdout.readline() == "locked\n"
+        with pytest.raises(RepositoryLockedError) as refused, repository_lock(root, "x"):
+            pass
+        assert str(refused.value) == (
+            holder_line(root, "reconcile apply", slow.pid) + "; retry later or pass --lock-timeout"
+        )
+    finally:
+        slow.kill()
+        slow.wait()

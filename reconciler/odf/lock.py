@@ -166,13 +166,29 @@ def repository_lock(root: Path, command: str, timeout: float = 0) -> Iterator[Lo
 
 def _holder(root: Path) -> LockHolder | None:
     """The holder's record, waiting a moment for it: a run writes its record just after
-    it takes the lock, so a run refused in between would otherwise name nobody."""
+    it takes the lock, so a run refused in between would otherwise name nobody, or the
+    killed run whose record the new holder had not yet replaced (seen in CI: three runs
+    racing for a dead run's lock, one refused named the dead one)."""
     for _ in range(_RECORD_WAITS):
         holder = read_holder(root)
-        if holder is not None:
+        if holder is not None and not _dead_here(holder):
             return holder
         time.sleep(_POLL_SECONDS / 2)
     return read_holder(root)
+
+
+def _dead_here(holder: LockHolder) -> bool:
+    """Whether the record names a process of this machine that is no longer running (a
+    record from another machine, on a shared mount, cannot be told)."""
+    if holder.host != socket.gethostname():
+        return False
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # another user's process, alive
+    return False
 
 
 def _acquire(path: Path, timeout: float) -> int:
