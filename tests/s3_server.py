@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyarrow import fs as pafs
@@ -127,3 +128,22 @@ def isolate_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+
+
+def iam_user(server: S3Server, name: str, statements: list[dict[str, Any]]) -> dict[str, str]:
+    """A user of ``server`` whose policy is ``statements``, made with the server's own
+    credentials: the access key (``AccessKeyId``, ``SecretAccessKey``) it may sign with."""
+    import boto3
+
+    iam = boto3.client(
+        "iam",
+        endpoint_url=server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=server.key,
+        aws_secret_access_key=server.secret,
+    )
+    iam.create_user(UserName=name)
+    key: dict[str, str] = iam.create_access_key(UserName=name)["AccessKey"]
+    policy = {"Version": "2012-10-17", "Statement": statements}
+    iam.put_user_policy(UserName=name, PolicyName=name, PolicyDocument=json.dumps(policy))
+    return key

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import git
+import gitops_repo
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from gitops_repo import derivative_events
 from typer.testing import CliRunner
 
 from reconciler.apply.outcome import Status
@@ -703,19 +705,10 @@ def test_an_apply_refuses_a_plan_with_errors_before_spark_analyses_its_queries(
     (root / "datasets" / "a.yaml").write_text(
         manifest("org.example.a", '{kind: FilesGlob, path: "sources/*.csv"}')
     )
+    query = "SELECT event_time, a FROM `org.example.a`"
     (root / "datasets" / "b.yaml").write_text(
-        textwrap.dedent(
-            """\
-            kind: DatasetSnapshot
-            version: 1
-            content:
-              name: org.example.b
-              kind: Derivative
-              metadata:
-                - kind: SetTransform
-                  inputs: [{datasetRef: org.example.a}]
-                  transform: {kind: Sql, engine: spark, query: "SELECT event_time, a FROM `org.example.a`"}
-            """
+        gitops_repo.manifest(
+            "org.example.b", "Derivative", derivative_events(["org.example.a"], query)
         )
     )
     (root / "datasets" / "evil.yaml").write_text(

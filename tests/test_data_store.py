@@ -23,7 +23,7 @@ import pytest
 from gitops_repo import GitOpsRepo, manifest, root_events
 from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
-from s3_server import BUCKET, S3Server, isolate_aws
+from s3_server import BUCKET, S3Server, iam_user, isolate_aws
 from store_watch import Watched, watched_init
 from transform_repo import VOCAB, derivative
 from typer.testing import CliRunner, Result
@@ -867,23 +867,8 @@ def test_credentials_that_may_read_the_bucket_but_not_write_stop_the_run_first(
     """Journey 41: the store's check (a read) passed, the Spark work ran, and every
     dataset then failed at its upload with ACCESS_DENIED. The check now writes (and
     removes) an empty temporary object, so the run stops before any work, in one line."""
-    import boto3
-
-    iam = boto3.client(
-        "iam",
-        endpoint_url=s3_server.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=s3_server.key,
-        aws_secret_access_key=s3_server.secret,
-    )
-    iam.create_user(UserName="reader")
-    key = iam.create_access_key(UserName="reader")["AccessKey"]
     reads = {"Effect": "Allow", "Action": ["s3:Get*", "s3:List*", "s3:Head*"], "Resource": "*"}
-    iam.put_user_policy(
-        UserName="reader",
-        PolicyName="read",
-        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [reads]}),
-    )
+    key = iam_user(s3_server, "reader", [reads])
     isolate_aws(monkeypatch)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])

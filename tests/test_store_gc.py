@@ -9,7 +9,6 @@ files' real modification times, and a killed upload's temporary.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -22,7 +21,7 @@ import pytest
 from gitops_repo import GitOpsRepo
 from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
-from s3_server import BUCKET, S3Server, isolate_aws
+from s3_server import BUCKET, S3Server, iam_user, isolate_aws
 from test_data_store import (
     CSV2,
     DERIVED,
@@ -379,25 +378,13 @@ def test_a_store_refusing_deletes_says_how_far_gc_got(
 ) -> None:
     """Credentials that may list but not delete (an IAM policy denying s3:DeleteObject):
     the first delete fails, and gc says none of its objects went."""
-    boto3 = pytest.importorskip("boto3")
-    iam = boto3.client(
-        "iam",
-        endpoint_url=s3_server.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=s3_server.key,
-        aws_secret_access_key=s3_server.secret,
-    )
-    iam.create_user(UserName="no-delete")
-    key = iam.create_access_key(UserName="no-delete")["AccessKey"]
-    policy = {
-        "Version": "2012-10-17",
-        "Statement": [
+    key = iam_user(
+        s3_server,
+        "no-delete",
+        [
             {"Effect": "Allow", "Action": "*", "Resource": "*"},
             {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"},
         ],
-    }
-    iam.put_user_policy(
-        UserName="no-delete", PolicyName="no-delete", PolicyDocument=json.dumps(policy)
     )
     prefix = f"{BUCKET}/gc-no-delete"
     s3 = s3_server.filesystem()

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from ..odf import models
 from ..sql_text import structure
-from .desired import DesiredDataset, DesiredState, polling_source
+from .desired import DesiredDataset, DesiredState, polling_source, set_transform
 from .model import DatasetPlan, Problem, Severity
 from .per_run_clauses import per_run_clauses, sql_steps
 from .policies import field_location
@@ -41,11 +41,10 @@ def changelog_problems(
         if _merges_snapshots(ds):
             logs[name] = _operation_column(ds)
             continue
-        found = _transform(ds)
+        index, transform = set_transform(ds.snapshot)
         read = [i for i in ds.inputs if i in logs]
-        if found is None or not read:
+        if transform is None or not read:
             continue
-        index, transform = found
         queries = sql_steps(transform)
         text = "\n".join(structure(q) for q in queries)
         raw = "\n".join(queries)
@@ -73,13 +72,6 @@ def _operation_column(ds: DesiredDataset) -> str:
     """The name of the dataset's operation column (its last ``SetVocab``'s, else ``op``)."""
     vocab = [e for e in ds.snapshot.metadata if isinstance(e, models.SetVocab)]
     return (vocab[-1].operation_type_column if vocab else None) or "op"
-
-
-def _transform(ds: DesiredDataset) -> tuple[int, models.SetTransform] | None:
-    found = [
-        (i, e) for i, e in enumerate(ds.snapshot.metadata) if isinstance(e, models.SetTransform)
-    ]
-    return found[-1] if found else None
 
 
 def _names(text: str, raw: str, column: str) -> bool:

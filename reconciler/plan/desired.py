@@ -103,8 +103,15 @@ def _reached(name: str, readers: dict[str, list[str]], ranks: dict[str, int]) ->
 
 def transform_inputs(snapshot: models.DatasetSnapshot) -> list[models.TransformInput]:
     """The inputs of the last SetTransform of a manifest (the one that takes effect)."""
-    transforms = [e for e in snapshot.metadata if isinstance(e, models.SetTransform)]
-    return list(transforms[-1].inputs) if transforms else []
+    _, transform = set_transform(snapshot)
+    return list(transform.inputs) if transform is not None else []
+
+
+def set_transform(snapshot: models.DatasetSnapshot) -> tuple[int, models.SetTransform | None]:
+    """The transform in force (the manifest's last ``SetTransform``) and its index among
+    the events, where a finding about it points; ``(-1, None)`` when there is none."""
+    found = [(i, e) for i, e in enumerate(snapshot.metadata) if isinstance(e, models.SetTransform)]
+    return found[-1] if found else (-1, None)
 
 
 def polling_source(snapshot: models.DatasetSnapshot) -> tuple[int, models.SetPollingSource | None]:
