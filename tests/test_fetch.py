@@ -488,6 +488,35 @@ def test_a_redirect_is_followed_to_http_and_https_only(server: Server, tmp_path:
     )
 
 
+def test_a_failure_after_a_redirect_names_where_it_happened(
+    server: Server, tmp_path: Path
+) -> None:
+    """curl -L reports the URL that failed; a 404 at a redirect's target is not the
+    source URL's own, and the target is shown without its query, secrets masked."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}/gone"
+    server.routes["/moved"] = lambda path, headers: Reply(
+        301, headers=(("Location", "/new?key=s3cr3t"),)
+    )
+    server.routes["/new"] = lambda path, headers: Reply(503, b"down for s3cr3t")
+    server.routes["/missing"] = lambda path, headers: Reply(302, headers=(("Location", "/x"),))
+    server.routes["/dead"] = lambda path, headers: Reply(302, headers=(("Location", dead),))
+    here = server.url("")
+    messages = []
+    for path in ("/moved", "/missing", "/dead"):
+        with pytest.raises((SourceUnreachableError, SourceNotFoundError)) as e:
+            step = url_step(server.url(path) + "?k=${{ env.KEY }}")
+            fetch_url(step, tmp_path, env={"KEY": "s3cr3t"})
+        assert e.value.origin == server.url(path)
+        messages.append(str(e.value))
+    assert messages == [
+        f"{here}/moved (redirected to {here}/new): HTTP 503 Service Unavailable: down for ***",
+        f"{here}/missing (redirected to {here}/x): not found (HTTP 404)",
+        f"{here}/dead (redirected to {dead}): cannot connect: [Errno 111] Connection refused",
+    ]
+
+
 def test_a_secret_is_masked_percent_encoded_and_escaped_too(server: Server, tmp_path: Path) -> None:
     """A server's error page quotes the request as it received it, percent-encoded."""
     server.routes["/quoted"] = lambda path, headers: Reply(

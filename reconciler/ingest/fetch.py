@@ -302,12 +302,14 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
     urllib copies every header to the redirect target, wherever it is; a bearer token for
     one host would be handed to any host it redirects to. Here the ``Authorization``,
     ``Cookie`` and templated headers are dropped when the scheme, host or port changes, as
-    curl and requests do.
+    curl and requests do. It also keeps the URL the last redirect led to, so a failure
+    there is reported where it happened.
     """
 
-    def __init__(self, sensitive: frozenset[str]) -> None:
+    def __init__(self, sensitive: frozenset[str], url: str) -> None:
         super().__init__()
         self.sensitive = sensitive
+        self.last_url = url
 
     def redirect_request(
         self,
@@ -330,6 +332,8 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
             for name in list(new.headers):
                 if name.lower() in self.sensitive:
                     del new.headers[name]
+        if new is not None:
+            self.last_url = new.full_url
         return new
 
 
@@ -386,6 +390,8 @@ def _fetch_http(
             "If-Modified-Since", email.utils.format_datetime(prev.to_datetime(), usegmt=True)
         )
 
+    redirects = _RedirectHandler(frozenset(sensitive), url)
+
     def unreachable(message: str, status: int | None = None) -> SourceUnreachableError:
         deadline.raise_if_stopped()  # the connection was shut for the stop
         if deadline.expired:  # the connection was shut for it: that is the reason
@@ -393,13 +399,12 @@ def _fetch_http(
                 f"the download took longer than {limits.seconds} s, the longest one may take"
                 " (max_download_seconds in [tool.reconciler])"
             )
+        where = _redirected(origin, redirects.last_url, secrets)
         return SourceUnreachableError(
-            _masked(f"{origin}: {message}", secrets), origin=origin, status=status
+            _masked(f"{where}: {message}", secrets), origin=origin, status=status
         )
 
-    opener = urllib.request.build_opener(
-        _RedirectHandler(frozenset(sensitive)), *deadline.handlers()
-    )
+    opener = urllib.request.build_opener(redirects, *deadline.handlers())
     try:
         response = opener.open(request, timeout=HTTP_TIMEOUT_SECONDS)
     except urllib.error.HTTPError as e:
@@ -408,7 +413,8 @@ def _fetch_http(
         if e.code == 304:
             return UpToDate()
         if e.code == 404:
-            raise SourceNotFoundError(f"{origin}: not found (HTTP 404)", origin=origin) from None
+            where = _redirected(origin, redirects.last_url, secrets)
+            raise SourceNotFoundError(f"{where}: not found (HTTP 404)", origin=origin) from None
         raise unreachable(
             f"HTTP {e.code} {e.reason}" + (f": {body}" if body else ""), e.code
         ) from None
@@ -446,6 +452,13 @@ def _fetch_http(
         # is also the state, i.e. when the response has no ETag; kept for identical output.
         event_time = last_modified
     return Fetched(path, state, event_time, has_more=False, origin=origin)
+
+
+def _redirected(origin: str, final: str, secrets: list[str]) -> str:
+    """Where a request failed: the source's URL, and the one its redirects led to when
+    that is another (a 404 at the end of a redirect is the target's, as curl -L says)."""
+    shown = _display_url(final, secrets)
+    return origin if shown == origin else f"{origin} (redirected to {shown})"
 
 
 def _network_failure(reason: object) -> str:
