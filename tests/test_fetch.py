@@ -488,9 +488,7 @@ def test_a_redirect_is_followed_to_http_and_https_only(server: Server, tmp_path:
     )
 
 
-def test_a_failure_after_a_redirect_names_where_it_happened(
-    server: Server, tmp_path: Path
-) -> None:
+def test_a_failure_after_a_redirect_names_where_it_happened(server: Server, tmp_path: Path) -> None:
     """curl -L reports the URL that failed; a 404 at a redirect's target is not the
     source URL's own, and the target is shown without its query, secrets masked."""
     with socket.socket() as closed:
