@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,22 +52,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """moto's server with IAM authentication: a user with one access key may do anything,
-    any other credentials are refused. The bucket is made through pyarrow's client."""
+@contextmanager
+def _moto(
+    tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]
+) -> Iterator[tuple[str, Path]]:
+    """A moto server process on 127.0.0.1, its endpoint and request log, until the end."""
     pytest.importorskip("moto")
-    boto3 = pytest.importorskip("boto3")
     port = _free_port()
     log = tmp_path_factory.mktemp("moto") / "requests.log"
-    # The first three requests (the IAM setup below) need no signature; then all do.
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"}
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=env,
+            env={**os.environ, **env},
         )
     try:
         deadline = time.monotonic() + 30
@@ -78,7 +77,19 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError(f"moto server did not start: {log.read_text()}") from None
                 time.sleep(0.1)
-        endpoint = f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", log
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's server with IAM authentication: a user with one access key may do anything,
+    any other credentials are refused. The bucket is made through pyarrow's client."""
+    boto3 = pytest.importorskip("boto3")
+    # The first three requests (the IAM setup below) need no signature; then all do.
+    with _moto(tmp_path_factory, {"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as (endpoint, log):
         iam = boto3.client(
             "iam",
             endpoint_url=endpoint,
@@ -106,9 +117,23 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         )
         creator.create_dir(BUCKET)
         yield server
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def open_s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto's server as it starts by default, which takes unsigned requests: its
+    endpoint, with ``BUCKET`` made. The store a run without credentials meets when its
+    server lets anyone write."""
+    with _moto(tmp_path_factory, {}) as (endpoint, _):
+        creator = pafs.S3FileSystem(
+            endpoint_override=endpoint.removeprefix("http://"),
+            scheme="http",
+            region="us-east-1",
+            anonymous=True,
+            allow_bucket_creation=True,
+        )
+        creator.create_dir(BUCKET)
+        yield endpoint
 
 
 @pytest.fixture

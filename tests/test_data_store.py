@@ -316,6 +316,35 @@ def test_bad_credentials_are_one_error_and_nothing_is_written(
     assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
 
 
+def test_a_server_that_keeps_unsigned_framing_is_refused_before_any_work(
+    tmp_path: Path, open_s3_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No credentials, and a server that takes unsigned writes: it keeps the client's
+    chunk framing as the object's bytes. The store's check wrote an empty object, which
+    has no framing, so the run did its Spark work and failed at its first upload; a
+    check with a body is refused at once, its temporary removed."""
+    isolate_aws(monkeypatch)
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    root = tmp_path / "repo"
+    make_repo(root, f"s3://{BUCKET}/unsigned", open_s3_server)
+    result = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
+    assert result.exit_code == 1, result.output
+    said = result.output.splitlines()
+    assert re.fullmatch(r"nothing applied in [0-9.]+ s", said[-1])
+    assert said[-2:-1] == [
+        f"error: data store s3://{BUCKET}/unsigned: a test object of 37 bytes was stored as"
+        " 87 bytes, so no upload of this run could be trusted and nothing was run; check"
+        " the store's endpoint and credentials (some servers keep an unsigned upload's"
+        " framing)",
+    ]
+    assert not (root / "odf").exists() or not any((root / "odf").rglob("*"))
+    server = pafs.S3FileSystem(
+        endpoint_override=open_s3_server.removeprefix("http://"), scheme="http", anonymous=True
+    )
+    assert server.get_file_info(pafs.FileSelector(f"{BUCKET}/unsigned", allow_not_found=True)) == []
+
+
 def test_a_missing_store_folder_is_one_error_and_is_not_made(tmp_path: Path) -> None:
     """An unmounted share looks like a missing folder: made, it would take the new
     objects while the chains' old ones stay where the share is."""

@@ -429,6 +429,31 @@ def test_a_stopped_run_pushes_the_files_it_ingested_before_the_stop(
     ]
 
 
+def test_a_stop_during_the_last_dataset_still_commits_and_pushes_it(tmp_path: Path) -> None:
+    """A Ctrl-C to the group while the last file of the last dataset is ingested has
+    nothing left to stop, but ends GitPython's ``git cat-file``: the commit was made
+    only when the run counted itself stopped, and this one died of the broken pipe
+    (exit 141) with its work committed and never pushed."""
+    origin = remote_with(tmp_path, {A: CSV_A})
+    clone(origin, tmp_path / "runner")
+    done = interrupted(
+        tmp_path / "runner", signal.SIGINT, options=("--commit", "--push"), group=True
+    )
+    assert done.returncode == 0, done.stderr
+    pushed = git.Repo(origin).commit("main")
+    assert pushed.hexsha == git.Repo(tmp_path / "runner").head.commit.hexsha
+    assert pushed.summary == "reconcile: 1 dataset advanced (3 records)"
+    assert done.stderr.splitlines() == [
+        "stopping at the next safe point, keeping what is done (Ctrl-C again to stop at once)"
+    ]
+    said = done.stdout.splitlines()
+    assert said[1:3] == [
+        f"committed {pushed.hexsha[:12]}: reconcile: 1 dataset advanced (3 records)",
+        f"pushed {pushed.hexsha[:12]} to origin/main",
+    ]
+    assert said[3].startswith("1 dataset: 1 created (3 records) in ")
+
+
 def test_a_failing_dataset_exits_1_while_the_others_are_committed_and_pushed(
     tmp_path: Path,
 ) -> None:

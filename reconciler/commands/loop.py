@@ -27,6 +27,7 @@ from ..gitloop import message, push
 from ..gitloop.fingerprints import reconciler_version
 from ..gitloop.gitops import GitError
 from ..gitloop.worktree import CommitError, RefusedError, Worktree
+from ..held_signals import held_signals
 from ..odf.lock import LockHolder, leave_record
 from ..writer.scratch import remove_stale
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, Session
@@ -98,8 +99,18 @@ def converge(
         if not carried:
             base = tree.head()
             attempt = reconcile()
+            written = False
             try:
-                sha = _commit(session, tree, attempt, run_id, as_json)
+                with held_signals("this run's commit is written") as kept:
+                    sha = _commit_once_more_if_signalled(
+                        session, tree, attempt, run_id, as_json, kept
+                    )
+                    written = True
+            except KeyboardInterrupt:
+                if not written:  # the work stays, for the next run to commit (as below)
+                    leave_record(session.odf.root)
+                    raise
+                return _stopped_before_push(attempt)
             except CommitError as e:
                 # The work stays, valid and uncommitted; the lock's record stays with it,
                 # so the next run commits it as it would a killed run's.
@@ -165,6 +176,8 @@ def converge(
             attempt.result.error = str(e)
             attempt.code = EXIT_INTERRUPTED if stopped else EXIT_FAILED
             return attempt
+        except KeyboardInterrupt:
+            return _stopped_before_push(attempt)
         if carried:
             continue
         try:
@@ -177,6 +190,18 @@ def converge(
         f"push rejected {attempts} times: {upstream} kept moving; the commit was not pushed"
     )
     attempt.code = EXIT_FAILED
+    return attempt
+
+
+def _stopped_before_push(attempt: Attempt) -> Attempt:
+    """The attempt, as a stop at once (a second Ctrl-C) left it after its commit: with
+    its result, so the summary and the JSON document say what was done and what not."""
+    attempt.result.error = (
+        "interrupted: stopped at once before the push ended, so it may not have landed;"
+        " the next --commit --push run in this checkout pushes what is committed"
+    )
+    attempt.result.interrupted = True
+    attempt.code = EXIT_INTERRUPTED
     return attempt
 
 
@@ -287,6 +312,26 @@ def _left_head(session: Session, tree: Worktree, killed: LockHolder, name: str) 
     return None if head is None else str(head)
 
 
+def _commit_once_more_if_signalled(
+    session: Session,
+    tree: Worktree,
+    attempt: Attempt,
+    run_id: str,
+    as_json: bool,
+    kept: list[int],
+) -> str | None:
+    """``_commit``, and again if it failed while a stop was held: a Ctrl-C or SIGTERM to
+    the process group ends the ``git`` it had running (git drops its index lock as it
+    goes), and the stopped run then left its finished chains uncommitted. A signal ends
+    only the processes alive when it comes, so the second try runs undisturbed."""
+    try:
+        return _commit(session, tree, attempt, run_id, as_json)
+    except Exception:
+        if not kept:
+            raise
+    return _commit(session, tree, attempt, run_id, as_json)
+
+
 def _commit(
     session: Session, tree: Worktree, attempt: Attempt, run_id: str, as_json: bool
 ) -> str | None:
@@ -301,8 +346,7 @@ def _commit(
         for done in attempt.finished
     ]
     trailers = message.Trailers(run_id, attempt.plan_hash, reconciler_version())
-    if attempt.code == EXIT_INTERRUPTED:
-        tree.restart_git()
+    tree.restart_git()  # a signal to the group since they started ended them
     untracked = tree.tracked_transients()
     text = message.commit_message(runs, trailers, attempt.pushed_from, untracked)
     sha = tree.commit(text, untracked)

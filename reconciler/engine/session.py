@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config import ConfigError
 from reconciler.engine import executor_watch
+from reconciler.held_signals import held_signals
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -314,43 +314,10 @@ def _launch_gateway_alone(settings: SparkSettings, conf: dict[str, str]) -> None
     spark_conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
     spark_conf.setAll(list(conf.items()))
     quiet = {"stderr": subprocess.DEVNULL} if _jvm_quiet else {}
-    with _stops_held_while("Spark has started"):
+    # a stop that cut the start would leave the JVM running for good (held_signals)
+    with held_signals("Spark has started (a few seconds)"):
         gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True, **quiet})
     SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
-
-
-_HELD = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextmanager
-def _stops_held_while(what: str) -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait until the block ends, then take effect as they would have.
-
-    pyspark waits for the JVM to write its connection file into a temporary folder, and
-    removes the folder when a Ctrl-C interrupts that wait. The JVM then fails to write it,
-    its main thread dies, and its gateway thread keeps it alive, with no Python process
-    that knows of it (it runs in a session of its own): every Ctrl-C during a start left
-    a JVM running forever. Held for the few seconds of the start, a stop has a JVM whose
-    stdin pipe from us closes when we exit, which ends it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signals reach only the main thread
-        return
-    held: list[int] = []
-
-    def hold(signum: int, frame: object) -> None:
-        if not held:
-            sys.stderr.write(f"stopping once {what} (a few seconds)\n")
-            sys.stderr.flush()
-        held.append(signum)
-
-    previous = {number: signal.signal(number, hold) for number in _HELD}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        if held:
-            signal.raise_signal(held[0])
 
 
 def _quiet_expected_errors() -> None:

@@ -95,7 +95,9 @@ class Worktree:
         """Drop GitPython's long-lived ``git cat-file`` processes; new ones start when
         needed. A Ctrl-C, or ``timeout``'s SIGINT, goes to the whole process group and
         ends them too: the stopped run's commit then failed on a broken pipe, exit 141,
-        and what it had finished was never pushed."""
+        and what it had finished was never pushed. A run restarts them before it
+        commits, whatever its outcome: a Ctrl-C during its last dataset stops nothing,
+        since nothing is left to stop, but still ends them."""
         self.repo.git.clear_cache()
 
     def branch(self) -> str | None:

@@ -35,6 +35,7 @@ _PENDING = ".pending-"
 """The prefix of a temporary: an upload (folder store) or a download not yet renamed."""
 _SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 PROBE = f"{_PENDING}write-check"
+_PROBE_BYTES = b"odf-reconciler: a run may write here\n"
 """The empty temporary ``check`` writes and removes, beside the store's folders."""
 _CREDENTIALS = "credentials come from the environment or the AWS configuration"
 
@@ -100,18 +101,21 @@ class FileSystemStore:
                 raise StoreError(f"data store {self.shown}: bucket {bucket} does not exist")
 
     def _probe(self) -> None:
-        """Write and remove an empty temporary object. A folder on a read-only share (or
-        one this user may not write), and a bucket these credentials may read but not
-        write, stopped the run only at its first upload, after the Spark work. A bucket
-        pays one PUT and one DELETE a run for it. A store that refuses the removal (a
-        policy that protects objects from deletion) keeps the empty temporary, which is
-        no object: the write was what had to be known. Its name is always the same, so
-        such a store keeps one, not one a run, and runs writing it at once write the same
-        nothing."""
+        """Write a small temporary object, read its size back, and remove it. A folder on
+        a read-only share (or one this user may not write), a bucket these credentials
+        may read but not write, and a server that keeps an unsigned upload's chunk
+        framing as the object's bytes (``_check_stored``; an empty body has no framing,
+        so the probe has a body) stopped the run only at its first upload, after the
+        Spark work. A bucket pays an upload, a HEAD and a DELETE a run for it. A store
+        that refuses the removal (a policy that protects objects from deletion) keeps
+        the temporary, which is no object: the write was what had to be known. Its name
+        and bytes are always the same, so such a store keeps one, not one a run, and
+        runs writing it at once write the same bytes."""
         probe = f"{self.base}/{PROBE}"
         try:
-            with self.filesystem.open_output_stream(probe):
-                pass
+            with self.filesystem.open_output_stream(probe) as out:
+                out.write(_PROBE_BYTES)
+            stored = self.filesystem.get_file_info(probe).size
         except OSError as e:
             reason = e.strerror or _scrubbed(str(e))
             hint = "" if self.rename else f"; {_CREDENTIALS}"
@@ -121,6 +125,13 @@ class FileSystemStore:
             ) from None
         with contextlib.suppress(OSError):
             self.filesystem.delete_file(probe)
+        if stored != len(_PROBE_BYTES):
+            raise StoreError(
+                f"data store {self.shown}: a test object of {len(_PROBE_BYTES)} bytes was"
+                f" stored as {stored} bytes, so no upload of this run could be trusted and"
+                " nothing was run; check the store's endpoint and credentials (some servers"
+                " keep an unsigned upload's framing)"
+            )
 
     def put(self, source: Path, hash_: str, kind: str) -> bool:
         size = source.stat().st_size
