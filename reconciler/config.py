@@ -339,6 +339,15 @@ def _s3(settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     for key, value in table.items():
         if not isinstance(value, str):
             raise ConfigError(f"[tool.reconciler.s3] {key} must be a string")
+    endpoint = table.get("endpoint_url", "")
+    if endpoint and not re.match(r"https?://[^/]", endpoint):
+        # The SDK takes a bare host for https: a local server was then met with TLS, and
+        # the run failed at its first request with "SSL connect error", as the AWS CLI
+        # refuses such a URL outright.
+        raise ConfigError(
+            f"[tool.reconciler.s3] endpoint_url {endpoint!r} must start with http:// or"
+            " https://, as in http://127.0.0.1:9000 or https://s3.example.org"
+        )
     return tuple(sorted(table.items()))
 
 

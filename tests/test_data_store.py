@@ -424,6 +424,48 @@ def test_a_store_that_cannot_be_reached_is_not_blamed_on_credentials(
     )
 
 
+def test_an_endpoint_without_its_scheme_is_refused_in_the_settings(tmp_path: Path) -> None:
+    """The SDK took a bare host for https, and a local server failed each run at its
+    first request with "SSL connect error"."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.reconciler]\ndata_store = "s3://b/p"\n'
+        '[tool.reconciler.s3]\nendpoint_url = "127.0.0.1:9000"\n'
+    )
+    with pytest.raises(ConfigError) as refused:
+        RepoConfig.load(tmp_path)
+    assert str(refused.value) == (
+        "[tool.reconciler.s3] endpoint_url '127.0.0.1:9000' must start with http:// or"
+        " https://, as in http://127.0.0.1:9000 or https://s3.example.org"
+    )
+
+
+@pytest.mark.parametrize("where", ["config", "credentials"])
+def test_a_profile_no_aws_file_defines_is_one_error_naming_it(
+    tmp_path: Path, credentials: S3Server, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """boto3 and the AWS CLI stop at a misspelt AWS_PROFILE; the SDK under pyarrow sent
+    unsigned requests instead, refused with words that never named the profile. A
+    profile either file defines is used as the SDK uses it."""
+    config, creds = tmp_path / "aws-config", tmp_path / "aws-credentials"
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    root = tmp_path / "repo"
+    make_repo(root, f"s3://{BUCKET}/profiled", credentials.endpoint)
+    monkeypatch.setenv("AWS_PROFILE", "tem")
+    result = cli(root, "verify", "--integrity")
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines() == [
+        f"error: data store s3://{BUCKET}/profiled: AWS_PROFILE names the profile 'tem',"
+        f" which neither {config} nor {creds} defines: correct the name, or unset"
+        " AWS_PROFILE to use the environment's credentials"
+    ]
+    if where == "config":
+        config.write_text("[profile team]\nregion = us-east-1\n[profile tem]\n")
+    else:
+        creds.write_text("[tem]\naws_access_key_id = x\n")
+    assert cli(root, "verify", "--integrity").output == "no chain in odf/ yet: nothing to verify\n"
+
+
 def test_credentials_are_refused_in_the_repository(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.reconciler]\ndata_store = "s3://b/p"\n[tool.reconciler.s3]\nsecret_key = "x"\n'

@@ -9,7 +9,17 @@ from pathlib import Path
 
 import git
 import pytest
-from gitops_repo import T0, T1, GitOpsRepo, manifest, reconcile, root_events, rows, slices
+from gitops_repo import (
+    T0,
+    T1,
+    GitOpsRepo,
+    derivative_events,
+    manifest,
+    reconcile,
+    root_events,
+    rows,
+    slices,
+)
 from pyspark.sql import SparkSession
 
 from reconciler.config import RepoConfig
@@ -48,6 +58,39 @@ def test_a_files_glob_names_the_files_the_next_apply_would_ingest(repo: GitOpsRe
     assert dataset.pending == (Pending("new-files", "3 new files: a.csv, b.csv, c.csv"),)
     assert plan.has_changes and plan.exit_code(detailed=True) == 2
     assert summary_sentence(plan) == "Plan: 1 to create; 1 with pending data. 0 errors, 0 warnings."
+
+
+def test_derivatives_downstream_of_data_waiting_have_data_waiting_too(repo: GitOpsRepo) -> None:
+    """The plan said "1 with pending data" and the apply after it advanced three: a
+    derivative reads, in the same run, what its inputs ingest before it."""
+    for name, input_ in (("org.example.b", NAME), ("org.example.c", "org.example.b")):
+        events = derivative_events([input_], f"SELECT * FROM `{input_}`")
+        repo.write(name, manifest(name, "Derivative", events))
+    repo.apply()
+    files(repo, "1.csv")
+    plan = make_plan(repo.config, PlanRequest())
+    assert [(d.name, d.pending) for d in plan.datasets] == [
+        (NAME, (Pending("new-files", "1 new file: 1.csv"),)),
+        (
+            "org.example.b",
+            (
+                Pending(
+                    "inputs-pending",
+                    f"{NAME} has data waiting, which this run brings in first",
+                ),
+            ),
+        ),
+        (
+            "org.example.c",
+            (
+                Pending(
+                    "inputs-pending",
+                    "org.example.b has data waiting, which this run brings in first",
+                ),
+            ),
+        ),
+    ]
+    assert plan.exit_code(detailed=True) == 2
 
 
 def test_past_ten_new_files_the_rest_are_counted(repo: GitOpsRepo) -> None:

@@ -76,7 +76,7 @@ def test_an_upstream_drop_that_breaks_a_downstream_query_is_one_error_naming_the
     blocks = markdown.split("\n\n")
     assert blocks[1] == (
         "**2 errors** · **1 breaking change** (`org.example.a`) · 1 to update · 1 unchanged"
-        " · 1 with pending data"
+        " · 2 with pending data"
     )
     item = (
         "- `datasets/org.example.b.yaml:13` `org.example.b` field "
@@ -92,7 +92,7 @@ def test_an_upstream_drop_that_breaks_a_downstream_query_is_one_error_naming_the
     _, text = cli(repo, "plan")
     assert (
         text.splitlines()[-1]
-        == "Plan: 1 to update, 1 unchanged; 1 with pending data. 2 errors, 0 warnings."
+        == "Plan: 1 to update, 1 unchanged; 2 with pending data. 2 errors, 0 warnings."
     )
 
 
@@ -114,7 +114,7 @@ def test_a_typo_in_a_query_is_an_error_at_its_line_in_the_manifest(repo: GitOpsR
     _, text = cli(repo, "plan")
     assert (
         text.splitlines()[-1]
-        == "Plan: 1 to update, 1 unchanged; 1 with pending data. 1 error, 0 warnings."
+        == "Plan: 1 to update, 1 unchanged; 2 with pending data. 1 error, 0 warnings."
     )
 
 

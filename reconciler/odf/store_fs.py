@@ -13,12 +13,13 @@ chain (environment, ``~/.aws``, instance roles), never from the repository.
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import hashlib
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -334,6 +335,31 @@ def _move(source: Path, target: Path) -> None:
     source.unlink()
 
 
+def _require_profile(setting: str, environ: Mapping[str, str]) -> None:
+    """``StoreError`` when ``AWS_PROFILE`` names a profile no AWS file defines. The
+    AWS CLI and boto3 stop there ("could not be found"); the SDK pyarrow runs goes on
+    without credentials, so a misspelt profile read as unsigned requests refused with
+    ACCESS_DENIED or an HTTP 500, and never named the profile."""
+    name = environ.get("AWS_PROFILE")
+    if not name:
+        return
+    home = Path.home() / ".aws"
+    config = Path(environ.get("AWS_CONFIG_FILE") or home / "config")
+    credentials = Path(environ.get("AWS_SHARED_CREDENTIALS_FILE") or home / "credentials")
+    sections = {"default" if name == "default" else f"profile {name}", name}
+    for path, wanted in ((config, sections), (credentials, {name})):
+        parser = configparser.RawConfigParser(strict=False, interpolation=None)
+        with contextlib.suppress(OSError, configparser.Error):
+            parser.read(path)
+            if wanted & set(parser.sections()):
+                return
+    raise StoreError(
+        f"data store {setting}: AWS_PROFILE names the profile {name!r}, which neither"
+        f" {config} nor {credentials} defines: correct the name, or unset AWS_PROFILE"
+        " to use the environment's credentials"
+    )
+
+
 def open_store(setting: str, s3: dict[str, Any], root: Path, cache: Path) -> FileSystemStore:
     """The store a ``data_store`` setting names (not ``"odf"``, the dataset folders):
     ``s3://bucket/prefix`` (with ``[tool.reconciler.s3]``'s ``endpoint_url`` and
@@ -342,12 +368,13 @@ def open_store(setting: str, s3: dict[str, Any], root: Path, cache: Path) -> Fil
         base = setting.removeprefix("s3://").strip("/")
         if not base:
             raise ValueError(f"data_store {setting!r} names no bucket")
+        _require_profile(setting, os.environ)
         options: dict[str, Any] = {}
         endpoint = s3.get("endpoint_url")
-        if endpoint:
+        if endpoint:  # with its scheme (``config._s3``)
             scheme, _, host = str(endpoint).partition("://")
-            options["endpoint_override"] = host or scheme
-            options["scheme"] = scheme if host else "https"
+            options["endpoint_override"] = host
+            options["scheme"] = scheme
         if s3.get("region"):
             options["region"] = str(s3["region"])
         return FileSystemStore(pafs.S3FileSystem(**options), base, cache, setting)

@@ -48,6 +48,7 @@ from .pending import (
     TouchedSources,
     empty_glob_problems,
     event_time_problems,
+    inputs_pending,
     pending_data,
     unread_changes,
 )
@@ -198,6 +199,7 @@ def build_plan(
         unread[name] = unread_changes(ds, touched)
         read_after = None if anew else actual.get(name)  # None: every file is read
         all_problems += event_time_problems(ds, read_after, listings, touched)
+    plans = inputs_pending(plans, desired.datasets)
     # ``history`` reads the chains of the roots recreated, to check their files are there
     plans = plan_recreates(
         plans,

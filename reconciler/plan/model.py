@@ -146,7 +146,8 @@ class Pending:
     """Data apply would process even without metadata changes."""
 
     # "polling-source" (may have new data) | "new-files" (a FilesGlob's files not yet
-    # ingested) | "unconsumed-inputs" (input slices not yet consumed) | "store-move"
+    # ingested) | "unconsumed-inputs" (input slices not yet consumed) | "inputs-pending"
+    # (an input has data waiting, which this run brings in first) | "store-move"
     # (files in the dataset folder that apply moves into the data store beside git)
     reason: str
     detail: str
@@ -156,7 +157,7 @@ class Pending:
         """Files listed and input slices not yet consumed are known work; any other
         source only *may* have data, and finding out would mean fetching, which a plan
         never does."""
-        return self.reason in ("new-files", "unconsumed-inputs", "store-move")
+        return self.reason in ("new-files", "unconsumed-inputs", "inputs-pending", "store-move")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ..ingest.fetch import EventTimeError, event_time_from_name
 from ..odf import models
 from ..odf.chain import ChainState
 from .desired import DesiredDataset, polling_source
-from .model import Location, Pending, Problem, Severity
+from .model import DatasetPlan, Location, Pending, Problem, Severity
 from .patterns import regex_problem
 from .policies import field_location
 
@@ -283,6 +283,33 @@ def _files_phrase(files: Sequence[str]) -> str:
     named = ", ".join(files[:NAMED_FILES])
     more = len(files) - NAMED_FILES
     return f"{len(files)} {noun}: {named}" + (f" and {more} more" if more > 0 else "")
+
+
+def inputs_pending(
+    plans: Mapping[str, DatasetPlan], datasets: Mapping[str, DesiredDataset]
+) -> dict[str, DatasetPlan]:
+    """``plans`` with each derivative that has no data waiting of its own, but reads an
+    input that has (files to ingest, slices to consume: known work, not a source that
+    only *may* have data), marked as having data waiting too, however far upstream it
+    is. The plan said "2 with pending data" and the apply after it "3 updated": a
+    derivative advances on what its inputs ingest in the same run."""
+    marked = dict(plans)
+    changed = True
+    while changed:  # a pass per level of the graph; derivatives are few
+        changed = False
+        for name, ds in datasets.items():
+            plan = marked.get(name)
+            if plan is None or plan.data_waiting or not ds.inputs:
+                continue
+            waiting = [i for i in ds.inputs if i in marked and marked[i].data_waiting]
+            if waiting:
+                has = "has" if len(waiting) == 1 else "have"
+                detail = f"{', '.join(waiting)} {has} data waiting, which this run brings in first"
+                marked[name] = replace(
+                    plan, pending=(*plan.pending, Pending("inputs-pending", detail))
+                )
+                changed = True
+    return marked
 
 
 def _unconsumed_inputs(
