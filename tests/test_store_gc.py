@@ -106,6 +106,9 @@ def test_gc_deletes_what_no_ref_names_once_the_remote_forgets_it(
         "fetched origin",
         f"data store s3://{prefix}: 3 objects named by the chains in the working tree or in"
         " the tip of every ref",
+        "of those, 2 objects no chain of the working tree names: only other refs keep them"
+        " (a merged branch not deleted, a replaced chain on a tag); delete such a ref (git"
+        " push origin --delete BRANCH) for gc to collect them",
         "nothing to delete",
     ]
 

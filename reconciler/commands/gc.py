@@ -102,9 +102,9 @@ def judge_objects(
             read.add(blob_id(data))
             yield where, data
 
-    named = names_in_blocks(recorded(working_tree_blocks(config.odf_dir)))
-    named |= names_in_blocks(block_files(config.root, all_commits, read))
-    return judge(store.objects(), named, age, time.time())
+    here = names_in_blocks(recorded(working_tree_blocks(config.odf_dir)))
+    named = here | names_in_blocks(block_files(config.root, all_commits, read))
+    return judge(store.objects(), named, age, time.time(), here)
 
 
 def _delete(store: FileSystemStore, objects: list[StoredObject]) -> None:
@@ -128,6 +128,15 @@ def _report(
         f"data store {store.shown}: {count(judgement.named, 'object')} named by the chains in the"
         f" working tree or in {scope}"
     )
+    if judgement.elsewhere:
+        # verify counts these as unnamed (it reads the working tree's chains only)
+        them = "it" if judgement.elsewhere == 1 else "them"
+        typer.echo(
+            f"of those, {count(judgement.elsewhere, 'object')} no chain of the working tree"
+            f" names: only other refs keep {them} (a merged branch not deleted, a"
+            f" replaced chain on a tag); delete such a ref (git push origin --delete"
+            f" BRANCH) for gc to collect {them}"
+        )
     if judgement.young:
         typer.echo(
             f"kept {count(len(judgement.young), 'object')} no chain names, written less than"

@@ -42,6 +42,9 @@ class Judgement:
     foreign: list[StoredObject]
     """Files whose names are no hash: the reconciler never wrote them (a note someone
     left, another tool's file), so they are never its to delete."""
+    elsewhere: int = 0
+    """How many of the ``named`` no chain of the working tree names: only other refs
+    keep them (a merged branch not deleted), which ``verify`` counts as unnamed."""
 
 
 def names_in_blocks(blocks: Iterable[tuple[str, bytes]]) -> set[str]:
@@ -78,25 +81,31 @@ def working_tree_blocks(odf_dir: Path) -> Iterator[tuple[str, bytes]]:
 
 
 def judge(
-    objects: Iterable[StoredObject], named: set[str], min_age: float, now: float
+    objects: Iterable[StoredObject],
+    named: set[str],
+    min_age: float,
+    now: float,
+    here: set[str] | None = None,
 ) -> Judgement:
     """Sort a store's listing: named objects stay; the others go once they are at
     least ``min_age`` seconds old (temporaries included: a killed run's half upload),
-    except files whose names are no hash, which stay whatever their age."""
+    except files whose names are no hash, which stay whatever their age. ``here``, the
+    names the working tree's chains hold, counts the named objects only refs keep."""
     collect: list[StoredObject] = []
     young: list[StoredObject] = []
     foreign: list[StoredObject] = []
-    kept = 0
+    kept = elsewhere = 0
     for stored in objects:
         if not stored.temporary and stored.path in named:
             kept += 1
+            elsewhere += here is not None and stored.path not in here
         elif not stored.temporary and not _hash_named(stored.path):
             foreign.append(stored)
         elif now - stored.modified >= min_age:
             collect.append(stored)
         else:
             young.append(stored)
-    return Judgement(collect, young, kept, foreign)
+    return Judgement(collect, young, kept, foreign, elsewhere)
 
 
 def _hash_named(path: str) -> bool:
