@@ -70,12 +70,14 @@ def has_work(dataset: Dataset, state: ChainState, inputs: list[InputSlice]) -> b
     """
     if any(i.schema is None for i in inputs):
         return False  # an input that never had data: nothing to read, not even a schema
-    if state.data_schema is None:
+    if state.data_schema is None or any(i.data_files for i in inputs):
         return True
+    if not any(i.watermarks for i in inputs):
+        return False  # decided without the checkpoint: a store outside git fetches it
     seen = _previous_watermarks(dataset, state)
     for i in inputs:
         last = seen.get(str(i.dataset_id))
-        if i.data_files or (i.watermarks and (last is None or max(i.watermarks) > last)):
+        if i.watermarks and (last is None or max(i.watermarks) > last):
             return True
     return False
 
