@@ -15,6 +15,7 @@ the same failure reads the same in ``--plan``, ``reconcile`` and ``reconcile sql
 from __future__ import annotations
 
 import re
+import sys
 
 from . import executor_watch
 from .limits import RECURSION_LEVELS
@@ -60,6 +61,13 @@ def _reworded(line: str) -> str:
     return line
 
 
+def _is_store_error(error: BaseException) -> bool:
+    """Whether ``error`` is the data store's, without importing the store (and pyarrow
+    with it) into commands that never open one: if it is not loaded, it raised nothing."""
+    store = sys.modules.get("reconciler.odf.store")
+    return store is not None and isinstance(error, store.StoreError)
+
+
 def describe(error: BaseException) -> str:
     """An error for the report: its type and message. Of an error raised by Spark or
     py4j only the first line is kept (the rest is the JVM's stack), with the deepest
@@ -68,6 +76,8 @@ def describe(error: BaseException) -> str:
     a full disk or a missing file must show without ``-v``. A job the executor watch
     cancelled is told by the watch's reason (``executor_watch``)."""
     text = str(error).strip()
+    if _is_store_error(error):
+        return text  # written for the user, naming the store: "StoreError" says nothing more
     if type(error).__module__.split(".")[0] in ("pyspark", "py4j"):
         cancelled = executor_watch.explains(text)
         if cancelled is not None:
