@@ -42,6 +42,7 @@ from .commands.options import (
     OutOption,
     OutputFormat,
     PlanFlag,
+    PlanFormatOption,
     PruneOption,
     PushOption,
     PushRetriesOption,
@@ -49,8 +50,10 @@ from .commands.options import (
     SavedPlanArgument,
     SavedPlanOption,
     SelectOption,
+    ShowFormatOption,
     SqlFormat,
     SystemTimeOption,
+    VerifyFormat,
     YesOption,
     check_combination,
     check_push,
@@ -115,21 +118,6 @@ def reconcile(
     """
     if quiet and verbose:
         raise usage_error("-q and -v cannot be used together")
-    try:
-        config = RepoConfig.load(directory)
-    except ConfigError as e:
-        raise fail(f"error: {e}") from None
-    when = parse_time(system_time) if system_time else None
-    ctx.obj = session = Session(
-        config,
-        system_time=when,
-        fetch_uncacheable=fetch_uncacheable,
-        quiet=quiet,
-        verbose=verbose,
-        directory=directory,
-    )
-    route_logging(verbose)
-    session.override(None, False, lock_timeout)
     options = RunOptions(plan, output_format, out, detailed_exitcode, base, prune, select, yes)
     options = replace(options, commit=commit, push=push, push_retries=push_retries)
     options = replace(options, saved_plan=saved_plan)
@@ -141,13 +129,43 @@ def reconcile(
         takes = sub is not None and any(flag in p.opts for p in sub.params)
         where = f"goes after the command: reconcile {command} {flag}"
         raise usage_error(f"{flag} {where if takes else f'is not an option of {command}'}")
-    # A command's own --help is answered anywhere, as the top-level one is.
-    helping = any(arg in ("--help", "-h") for arg in ctx.meta.get("command_args", ()))
+    if command is not None:
+        _parse_first(ctx, command)
+    when = parse_time(system_time) if system_time else None
+    try:
+        config = RepoConfig.load(directory)
+    except ConfigError as e:
+        raise fail(f"error: {e}") from None
+    ctx.obj = session = Session(
+        config,
+        system_time=when,
+        fetch_uncacheable=fetch_uncacheable,
+        quiet=quiet,
+        verbose=verbose,
+        directory=directory,
+    )
+    route_logging(verbose)
+    session.override(None, False, lock_timeout)
     # init makes a repository; show renders a plan artifact a reviewer downloaded.
-    if command not in ("init", "show") and not helping and not is_repository(config):
+    if command not in ("init", "show") and not is_repository(config):
         raise not_a_repository(config)
     if command is None:
         _plan_or_apply(session, options)
+
+
+def _parse_first(ctx: typer.Context, command: str) -> None:
+    """Parse the command's own arguments now, before the repository is looked for, in a
+    context of their own that is then dropped (click parses them again after this
+    callback). A usage error is then the same everywhere, exit 64: outside a repository,
+    ``reconcile plan --bogus`` said "not a reconciler repository", exit 1, and inside one
+    "No such option", exit 64. A command's ``--help`` is answered here, anywhere."""
+    group = ctx.command
+    sub = group.get_command(ctx, command) if isinstance(group, TyperGroup) else None
+    if sub is None:
+        return
+    args = list(ctx.meta.get("command_args", ())[1:])
+    with sub.make_context(command, args, parent=ctx):
+        pass
 
 
 def _plan_or_apply(session: Session, options: RunOptions) -> None:
@@ -170,7 +188,7 @@ def _plan_or_apply(session: Session, options: RunOptions) -> None:
 @app.command()
 def plan(
     ctx: typer.Context,
-    output_format: FormatOption = OutputFormat.TEXT,
+    output_format: PlanFormatOption = OutputFormat.TEXT,
     out: OutOption = None,
     detailed_exitcode: DetailedExitcodeOption = False,
     base: BaseOption = None,
@@ -224,8 +242,9 @@ def verify(
     ] = False,
     select: SelectOption = None,
     output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="text or json (run-result.json).")
-    ] = OutputFormat.TEXT,
+        VerifyFormat,
+        typer.Option("--format", help="text or json (reconciler/schemas/run-result.json)."),
+    ] = VerifyFormat.TEXT,
     base: Annotated[
         str | None,
         typer.Option(
@@ -241,7 +260,8 @@ def verify(
         ),
     ] = False,
 ) -> None:
-    """Check every chain rule, block hash and file, and replay every transform (§3)."""
+    """Check every chain rule, block hash and file, and replay every transform from the
+    chain alone, comparing what it gives with what the chain records."""
     from .commands import verify as verify_command
 
     verify_command.run(ctx.obj, names, select, integrity, output_format, base, no_download)
@@ -379,7 +399,7 @@ def gc(
 def show(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A plan written by plan --format json --out.")],
-    output_format: FormatOption = OutputFormat.TEXT,
+    output_format: ShowFormatOption = OutputFormat.TEXT,
     out: OutOption = None,
 ) -> None:
     """Render a saved JSON plan again, as text, Markdown or JSON (like terraform show)."""

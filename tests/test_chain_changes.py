@@ -373,7 +373,16 @@ def test_show_renders_a_saved_json_plan_exactly_as_the_plan_itself(
 ) -> None:
     fabricate(repo)
     saved = tmp_path / "plan.json"
-    assert plan(repo, "--format", "json", "--out", str(saved)).returncode == 1
+    # a plan with errors is saved by no --out (as terraform plan -out saves none): the
+    # plan workflow writes the document from stdout, so the comment shows its errors
+    refused = plan(repo, "--format", "json", "--out", str(saved))
+    assert (refused.returncode, refused.stdout, saved.exists()) == (1, "", False)
+    assert refused.stderr.splitlines()[-1] == (
+        f"error: no plan was saved to {saved}: it has errors"
+    )
+    written = plan(repo, "--format", "json")
+    assert written.returncode == 1
+    saved.write_text(written.stdout)
     direct = plan(repo, "--format", output_format)
     # where a reviewer downloaded the plan artifact: no repository needed
     elsewhere = tmp_path / "downloads"

@@ -671,7 +671,7 @@ def test_a_dataset_folder_linked_to_another_in_the_chains_folder_is_not_read(
     assert output.splitlines()[:3] == [
         f"{NAME}: invalid",
         f"  {unread}",
-        f"{copy}: valid (6 block(s))",
+        f"{copy}: valid (6 blocks)",
     ]
 
 

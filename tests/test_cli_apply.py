@@ -136,12 +136,12 @@ def test_the_readme_quickstart_ingests_the_examples_on_a_fresh_clone_then_is_up_
     verify = run(repo.root, "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert normal(verify.stdout) == [
-        "org.example.bank.transactions: valid (9 block(s))",
-        "org.example.warehouse.stock: valid (8 block(s))",
-        "org.example.warehouse.stock.value: valid (6 block(s), 1 transform(s) replayed)",
-        "org.example.weather.anomalies: valid (7 block(s), 1 transform(s) replayed)",
-        "org.example.weather.daily: valid (7 block(s), 1 transform(s) replayed)",
-        "org.example.weather.observations: valid (9 block(s))",
+        "org.example.bank.transactions: valid (9 blocks)",
+        "org.example.warehouse.stock: valid (8 blocks)",
+        "org.example.warehouse.stock.value: valid (6 blocks, 1 transform replayed)",
+        "org.example.weather.anomalies: valid (7 blocks, 1 transform replayed)",
+        "org.example.weather.daily: valid (7 blocks, 1 transform replayed)",
+        "org.example.weather.observations: valid (9 blocks)",
         "6 datasets: 6 valid in N s",
     ]
 

@@ -143,8 +143,64 @@ def test_a_usage_error_exits_64_in_a_real_process(applied: tuple[Path, Result]) 
     done = process(applied[0], "verify", "--format", "markdown")
     assert done.returncode == 64
     assert done.stderr.splitlines()[-1] == (
-        "Error: --format markdown is for plans; verify writes text or json"
+        "Error: Invalid value for '--format': Value error, 'markdown' is not one of 'text', 'json'."
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["plan", "--bogus"], "No such option: --bogus (Possible options: --base, --out)"),
+        (["verify", "--format", "markdown"], "Invalid value for '--format': Value error,"),
+        (["log"], "Missing argument 'name'."),
+        (["sql", "SELECT 1", "--limit", "-1"], "Invalid value for '--limit': Input should be"),
+    ],
+)
+def test_a_usage_error_is_found_before_the_repository_is_looked_for(
+    tmp_path: Path, args: list[str], error: str
+) -> None:
+    """Outside a repository ``reconcile plan --bogus`` said "not a reconciler repository",
+    exit 1; inside one "No such option", exit 64: a usage error is now the same in both."""
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    (repository / "pyproject.toml").write_text("[tool.reconciler]\n")
+    outside, inside = cli(tmp_path, *args), cli(repository, *args)
+    assert (outside.exit_code, inside.exit_code) == (64, 64)
+    assert outside.output == inside.output
+    assert outside.output.splitlines()[-1].startswith(f"Error: {error}")
+
+
+def test_each_commands_help_says_what_its_format_takes() -> None:
+    """verify's help offered ``--format <text|markdown|json>`` and refused markdown, and
+    said "(§3)"; show's spoke of "after an apply its result", which show has none of."""
+
+    def help_of(command: str) -> str:
+        result = CliRunner().invoke(app, [command, "--help"], prog_name="reconcile")
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    verify = help_of("verify")
+    assert "--format <text|json> text or json (reconciler/schemas/run-result.json)." in verify
+    assert (
+        "Check every chain rule, block hash and file, and replay every transform from the"
+        " chain alone, comparing what it gives with what the chain records."
+    ) in verify
+    assert "§" not in verify
+    assert (
+        "--format <text|markdown|json> text; markdown (a pull-request comment); json (the"
+        " plan again, as plan --format json writes it)."
+    ) in help_of("show")
+    assert (
+        "--format <text|markdown|json> text; markdown (a pull-request comment); json"
+        " (reconciler/schemas/plan.json, which apply and show take back)."
+    ) in help_of("plan")
+    assert (
+        "--format <text|markdown|json> text; markdown (a pull-request comment, plans only);"
+        " json (the plan, or after an apply its result: reconciler/schemas/run-result.json)."
+    ) in help_of("apply")
+    assert "--format <table|csv|json|parquet>" in help_of("sql")
+    assert "-o, --format, --output <text|yaml|json>" in help_of("log")
+    assert "--format <text|mermaid|dot>" in help_of("lineage")
 
 
 def test_options_of_apply_before_another_command_are_a_usage_error(
@@ -774,6 +830,10 @@ def test_init_works_outside_a_repository_and_names_each_file_then_refuses_a_seco
     )
 
 
+REQUIRED = {"sql": ["SELECT 1"], "log": ["org.example.a"], "push": ["org.example.a", "-"]}
+"""The arguments each command must be given."""
+
+
 @pytest.mark.parametrize(
     "command", ["plan", "apply", "verify", "sql", "log", "push", "gc", "show", "lineage"]
 )
@@ -784,7 +844,9 @@ def test_a_commands_help_is_shown_outside_a_repository(
     result = cli(tmp_path, command, flag)
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"Usage: root {command} ")  # CliRunner names it root
-    refused = cli(tmp_path, command)  # the command itself still needs a repository
+    # the command itself still needs a repository, once its arguments are right (a usage
+    # error comes first: test_a_usage_error_is_found_before_the_repository_is_looked_for)
+    refused = cli(tmp_path, command, *REQUIRED.get(command, []))
     if command == "show":  # but show, which renders a plan file anywhere, needs the file
         assert (refused.exit_code, refused.output.splitlines()[-1]) == (
             64,

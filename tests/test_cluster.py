@@ -146,7 +146,7 @@ def test_a_standalone_cluster_gives_the_same_results_as_local_mode(
     verify = on(master_url, on_cluster.root, "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert normal(verify.stdout)[-2:] == [
-        "org.example.valued: valid (7 block(s), 1 transform(s) replayed)",
+        "org.example.valued: valid (7 blocks, 1 transform replayed)",
         "3 datasets: 3 valid in N s",
     ]
     # An export's rows are written by the executors and read back by the driver.

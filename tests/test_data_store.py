@@ -120,6 +120,8 @@ class Built:
     """The objects each dataset's chain named after the first apply."""
     second_requests: list[str]
     """What the server was asked during the second apply (with an empty cache)."""
+    idle_requests: list[str]
+    """What the server was asked during a third, with an empty cache and nothing new."""
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +144,22 @@ def built(
         before = len(s3_server.requests())
         apply(root, "2026-01-02T06:00:00Z")
         second = s3_server.requests()[before:]
-        yield Built(root, prefix, first, second)
+        shutil.rmtree(root / ".reconcile-cache")  # the next scheduled job's fresh clone
+        before = len(s3_server.requests())
+        apply(root, "2026-01-03T06:00:00Z")
+        idle = s3_server.requests()[before:]
+        yield Built(root, prefix, first, second, idle)
+
+
+def test_a_run_with_nothing_new_reads_no_object(built: Built) -> None:
+    """A fresh clone's run with nothing to do downloaded each derivative's checkpoint to
+    compare its inputs' watermarks, though no input had a new block: the hourly job's
+    cost grew with the number of derivatives, not with the change."""
+    objects = [r for r in built.idle_requests if r.startswith(f"GET /{built.prefix}/")]
+    assert objects == []
+    # Its requests: the store's check (its temporary's upload, size and removal) and the
+    # sweep's listings; no object of a chain is read or written.
+    assert not [r for r in built.idle_requests if "/data/" in r or "/checkpoints/" in r]
 
 
 def test_data_goes_to_the_store_and_only_blocks_and_refs_stay_in_git(
@@ -215,7 +232,7 @@ def test_verify_checks_the_stores_objects_and_replays_from_them(
     before = len(s3_server.requests())
     replay = cli(built.root, "verify")
     assert replay.exit_code == 0, replay.output
-    assert "2 transform(s) replayed" in replay.output
+    assert "2 transforms replayed" in replay.output
     assert sorted(s3_server.requests()[before:]) == sorted(
         [f"{listing}/data/", f"{listing}/checkpoints/"]
         + [f"{verb} {key}" for key in keys for verb in ("HEAD", "GET")]
@@ -280,7 +297,8 @@ def test_verify_tells_of_objects_no_chain_names_and_removes_none(
                 f"data store s3://{built.prefix}: 1 object (20 bytes) that no chain names,"
                 " never read: left by a run killed after storing them, a run whose push lost"
                 " a race to another's, or a deleted or recreated dataset (`reconcile gc` lists"
-                " them)"
+                " those no ref of the repository names either, and says which only a ref"
+                " keeps)"
             )
         # One dataset checked says nothing of the store: the others' chains were not read.
         one = cli(built.root, "verify", "--integrity", ROOT)
@@ -546,6 +564,9 @@ def test_a_run_whose_uploads_the_store_keeps_otherwise_writes_no_block_naming_th
         failed = cli(root, "apply", "--yes", "--system-time", "2026-01-01T06:00:00Z")
     assert failed.exit_code == 1, failed.output
     assert "was stored as 10 bytes, not its" in failed.output
+    # the store's words, not the class of its error ("commit failed: StoreError: …")
+    assert f"failed: commit failed: data store s3://{prefix}: data/" in failed.output
+    assert "StoreError" not in failed.output
     assert named_objects(RepoConfig.load(root).repository().dataset(ROOT)) == []
     apply(root, "2026-01-01T07:00:00Z")
     assert cli(root, "verify", "--integrity").exit_code == 0
@@ -649,7 +670,7 @@ def test_a_repository_moves_its_data_out_of_git_into_a_store(
     assert cli(root, "verify", "--integrity", "--no-download").exit_code == 0
     replayed = cli(root, "verify")
     assert replayed.exit_code == 0, replayed.output
-    assert f"{DERIVED}: valid (7 block(s), 1 transform(s) replayed)" in replayed.output
+    assert f"{DERIVED}: valid (7 blocks, 1 transform replayed)" in replayed.output
 
     (root / "sources" / "2.csv").write_text(CSV2)
     moved = apply(root, "2026-01-02T06:00:00Z")

@@ -721,7 +721,7 @@ def test_a_pull_request_putting_chains_in_lfs_changes_no_chain_file(tmp_path: Pa
     verified = run(fresh, "verify", "--integrity")
     assert (verified.returncode, verified.stdout.splitlines()[0]) == (
         0,
-        f"{A}: valid (7 block(s))",
+        f"{A}: valid (7 blocks)",
     )
 
 

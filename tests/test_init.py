@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_here import reconcile_here
-from gitops_repo import reconcile, rows, slices
+from gitops_repo import manifest, reconcile, rows, slices
 from pyspark.sql import SparkSession
 from workflow_lint import check_jsonschema, run_scripts, shellcheck
 
@@ -489,8 +489,6 @@ def test_the_scaffolds_plan_step_run_as_github_runs_it_leaves_the_plan_for_the_u
         timeout=120,
     )
     assert (result.returncode, result.stderr) == (0, "")
-    # the job's log names the file as the workspace has it, not as pr/../plan/plan.json
-    assert "Saved the plan to plan/plan.json: `reconcile show plan/plan.json`" in result.stdout
     plan = workspace / "plan"
     assert sorted(p.name for p in plan.iterdir()) == [
         "exit-code",
@@ -503,6 +501,25 @@ def test_the_scaffolds_plan_step_run_as_github_runs_it_leaves_the_plan_for_the_u
     assert '"name": "org.example.shop.orders"' in (plan / "plan.json").read_text()
     assert "org.example.shop.orders" in (plan / "plan.md").read_text()
     assert not (workspace / "pr" / "plan").exists()
+    # A plan with errors is saved by no --out; the step writes it from stdout, so the
+    # comment still shows the plan and its errors, not only what stderr said.
+    for made in ("exit-code", "plan.json", "plan.md"):
+        (plan / made).unlink()
+    bad = manifest("org.example.shop.bad", "Root", "- kind: SetInfo\n  colour: red")
+    (workspace / "pr" / "datasets" / "org.example.shop.bad.yaml").write_text(bad)
+    failed = subprocess.run(
+        ["bash", "-e", "-c", scripts["plan/plan"]],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert (failed.returncode, failed.stderr) == (1, "")
+    assert (plan / "exit-code").read_text() == "1\n"
+    assert "unknown field 'colour'" in (plan / "plan.md").read_text()
+    assert '"name": "org.example.shop.orders"' in (plan / "plan.json").read_text()
 
 
 def test_an_out_file_in_a_folder_that_does_not_exist_is_refused_before_any_work(

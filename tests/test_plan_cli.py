@@ -114,7 +114,7 @@ def test_json_plan_follows_its_schema_and_out_writes_a_file(repo: GitOpsRepo) ->
     result = reconcile(repo, "--plan", "--format", "json", "--out", str(saved))
     assert result.stdout.splitlines()[-1] == (
         f"Saved the plan to {saved}: `reconcile show {saved}` shows it, and"
-        f" `reconcile apply {saved}` applies it unless it is stale."
+        f" `reconcile -C {repo.root} apply {saved}` applies it unless it is stale."
     )
     assert reconcile(repo, "-q", "--plan", "--out", str(out)).stdout == ""
 
@@ -138,6 +138,67 @@ def test_the_log_names_the_out_file_tidied_from_the_current_directory(repo: GitO
     assert taken.stdout.splitlines()[-1] == f"Wrote the plan to {repo.root.name}/plan.md."
     outside = reconcile_here(["plan", "--format", "markdown", "--out", "../plan.md"], cwd=repo.root)
     assert outside.stdout.splitlines()[-1] == f"Wrote the plan to {repo.root.parent}/plan.md."
+
+
+def test_the_saved_plans_commands_are_typed_from_the_current_directory(
+    repo: GitOpsRepo,
+) -> None:
+    """``-C pr plan --out ../plan/plan.json`` said `` `reconcile apply plan/plan.json`
+    applies it ``, which fails where it was run: the ``-C pr`` was lost. ``show`` needs no
+    repository and takes the path from here; ``apply`` keeps the ``-C`` as given and the
+    path as taken from its directory."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", root_events()))
+    workspace = repo.root.parent
+    (workspace / "plan").mkdir()
+    args = ["-C", repo.root.name, "plan", "--format", "json", "--out", "../plan/plan.json"]
+    saved = reconcile_here(args, cwd=workspace)
+    assert saved.returncode == 0, saved.stderr
+    assert saved.stdout.splitlines()[-1] == (
+        "Saved the plan to plan/plan.json: `reconcile show plan/plan.json` shows it, and"
+        f" `reconcile -C {repo.root.name} apply ../plan/plan.json` applies it unless it is"
+        " stale."
+    )
+    shown = reconcile_here(["show", "plan/plan.json"], cwd=workspace, spark=False)
+    assert shown.returncode == 0, shown.stderr
+    applied = reconcile_here(
+        ["-C", repo.root.name, "apply", "../plan/plan.json"], cwd=workspace, spark=False
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines()[-1].startswith("1 dataset: 1 created (0 records) in ")
+    # without -C, the path as the current directory has it
+    (repo.root / "plan").mkdir()
+    here = reconcile_here(["plan", "--format", "json", "--out", "plan/p.json"], cwd=repo.root)
+    assert here.stdout.splitlines()[-1] == (
+        "Saved the plan to plan/p.json: `reconcile show plan/p.json` shows it, and"
+        " `reconcile apply plan/p.json` applies it unless it is stale."
+    )
+
+
+def test_a_plan_with_errors_is_saved_nowhere_and_says_so(repo: GitOpsRepo) -> None:
+    """``plan --out`` wrote a plan with errors (exit 1); ``terraform plan -out`` writes
+    none. Its errors and summary line go to stderr, and a file of that name from before
+    is left as it was, as terraform leaves it."""
+    repo.write("org.example.a", manifest("org.example.a", "Root", "- kind: SetInfo\n  colour: red"))
+    for output_format in ("json", "markdown"):
+        saved = repo.root / f"plan.{output_format}"
+        result = reconcile(repo, "plan", "--format", output_format, "--out", str(saved))
+        assert (result.returncode, result.stdout) == (1, "")
+        assert not saved.exists()
+        lines = result.stderr.splitlines()
+        assert "unknown field 'colour'; expected one of: description, keywords" in result.stderr
+        assert lines[-2:] == [
+            "Plan: no datasets. 1 error, 0 warnings.",
+            f"error: no plan was saved to {saved}: it has errors",
+        ]
+    saved = repo.root / "plan.json"
+    saved.write_text("the plan of yesterday")
+    again = reconcile(repo, "-q", "plan", "--format", "json", "--out", str(saved))
+    assert (again.returncode, again.stdout) == (1, "")
+    assert again.stderr.splitlines()[-1] == (
+        f"error: no plan was saved to {saved}: it has errors ({saved} from before is left as"
+        " it was)"
+    )
+    assert saved.read_text() == "the plan of yesterday"
 
 
 def test_a_plan_without_query_changes_needs_no_java(repo: GitOpsRepo) -> None:

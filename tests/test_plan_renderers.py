@@ -671,7 +671,7 @@ def test_text_colours_change_no_character_of_the_layout() -> None:
 
 EXPECTED_SUMMARY = (
     "**2 errors** · **1 breaking change** (`org.example.ticks.daily`) · 2 warnings"
-    " · 1 to update · 1 to create · 1 orphaned · 2 unchanged · 1 with pending data"
+    " · 1 to create · 1 to update · 2 unchanged · 1 orphaned · 1 with pending data"
 )
 
 EXPECTED_TABLE = """\
@@ -838,6 +838,16 @@ def test_markdown_is_overview_graph_then_a_details_section_per_changed_dataset()
 
 def test_markdown_summary_line_leads_with_errors_and_names_the_breaking_changes() -> None:
     assert markdown_blocks(render_markdown(PLAN))[1] == EXPECTED_SUMMARY
+
+
+def test_markdown_summary_counts_the_actions_in_the_text_plans_order() -> None:
+    """The comment said "1 to update · 1 to create" where the text plan's summary says
+    "1 to create, 1 to update"."""
+    text = render_text(PLAN, color=False).splitlines()[-1]
+    assert text.startswith("Plan: 1 to create, 1 to update, 2 unchanged, 1 orphaned;")
+    assert markdown_blocks(render_markdown(PLAN))[1].endswith(
+        " · 1 to create · 1 to update · 2 unchanged · 1 orphaned · 1 with pending data"
+    )
 
 
 def test_markdown_summary_line_says_no_errors_and_names_three_breaking_then_counts() -> None:

@@ -20,7 +20,8 @@ from gitops_repo import GitOpsRepo, events, slices
 from pyspark.sql import SparkSession
 from transform_repo import STOCK, derivative, make_repo, run
 
-from reconciler.inspection.verify import verify_dataset
+from reconciler.commands.verify import _describe
+from reconciler.inspection.verify import Verdict, verify_dataset
 from reconciler.odf import Timestamp, content_sweep, models
 from reconciler.odf.integrity import inspect_dataset
 from reconciler.odf.repository import Dataset
@@ -58,6 +59,20 @@ def cli(root: Path, *args: str) -> tuple[int, list[str]]:
     ]
 
 
+def test_a_valid_line_counts_blocks_and_replays_in_words() -> None:
+    """It said ``valid (9 block(s), 1 transform(s) replayed)`` where every other line of
+    the reconciler says ``9 blocks`` and ``1 block``."""
+    assert _describe(Verdict("a", blocks=9)) == "a: valid (9 blocks)"
+    assert _describe(Verdict("a", blocks=1)) == "a: valid (1 block)"
+    assert (
+        _describe(Verdict("a", blocks=6, replayed=1)) == "a: valid (6 blocks, 1 transform replayed)"
+    )
+    assert (
+        _describe(Verdict("a", blocks=7, replayed=2))
+        == "a: valid (7 blocks, 2 transforms replayed)"
+    )
+
+
 def flip_middle_byte(path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -70,9 +85,9 @@ def test_fresh_results_are_valid_and_every_transform_replays(
     assert cli(repo.root, "--integrity") == (
         0,
         [
-            "org.example.prices: valid (5 block(s))",
-            f"{SCALED}: valid (8 block(s))",
-            f"{STOCK}: valid (8 block(s))",
+            "org.example.prices: valid (5 blocks)",
+            f"{SCALED}: valid (8 blocks)",
+            f"{STOCK}: valid (8 blocks)",
             "3 datasets: 3 valid in N s",
         ],
     )
@@ -172,10 +187,10 @@ def test_a_missing_data_file_is_caught(repo: GitOpsRepo) -> None:
     assert cli(repo.root, "--integrity") == (
         1,
         [
-            "org.example.prices: valid (5 block(s))",
+            "org.example.prices: valid (5 blocks)",
             f"{SCALED}: invalid",
             f"  block #7: data file {path.name} is missing",
-            f"{STOCK}: valid (8 block(s))",
+            f"{STOCK}: valid (8 blocks)",
             "3 datasets: 2 valid, 1 invalid in N s",
         ],
     )
@@ -206,8 +221,8 @@ def test_a_re_encoded_file_is_accepted_for_a_derivative_only(repo: GitOpsRepo) -
     assert cli(repo.root, "--integrity") == (
         1,
         [
-            "org.example.prices: valid (5 block(s))",
-            f"{SCALED}: valid (8 block(s))",
+            "org.example.prices: valid (5 blocks)",
+            f"{SCALED}: valid (8 blocks)",
             f"  warning: block #7: data file {scaled.name} has {scaled.stat().st_size} bytes, "
             f"the block says {last_data_event(repo.odf.dataset(SCALED)).new_data.size}; "  # type: ignore[union-attr]
             "its records still match the logical hash",

@@ -147,7 +147,7 @@ def test_damage_committed_in_the_base_is_not_read_and_only_the_full_check_sees_i
     assert cli(root, "--integrity", "--base", damaged_base) == (
         0,
         [
-            f"{WEATHER}: valid (2 block(s))",
+            f"{WEATHER}: valid (2 blocks)",
             f"checked since {damaged_base}: 2 blocks and 2 files in 1 dataset; "
             "1 dataset unchanged, not read",
             "1 dataset: 1 valid in N s",
@@ -171,7 +171,7 @@ def test_untracked_new_blocks_and_files_are_checked(root: Path) -> None:
     assert cli(root, "--integrity", "--base", "HEAD") == (
         0,
         [
-            f"{STOCK}: valid (1 block(s))",
+            f"{STOCK}: valid (1 block)",
             "checked since HEAD: 1 block and 1 file in 1 dataset; 1 dataset unchanged, not read",
             "1 dataset: 1 valid in N s",
         ],
@@ -322,7 +322,7 @@ def test_a_dataset_added_in_the_range_is_checked_in_full(root: Path) -> None:
     assert cli(root, "--integrity", "--base", "HEAD") == (
         0,
         [
-            "org.example.prices: valid (4 block(s))",
+            "org.example.prices: valid (4 blocks)",
             "checked since HEAD: 4 blocks and 1 file in 1 dataset; 2 datasets unchanged, not read",
             "1 dataset: 1 valid in N s",
         ],
@@ -379,7 +379,7 @@ def test_no_download_still_hashes_the_files_in_git(root: Path) -> None:
     expected = (
         1,
         [
-            f"{STOCK}: valid (5 block(s))",
+            f"{STOCK}: valid (5 blocks)",
             f"{WEATHER}: invalid",
             f"  block #5: data file bytes do not match physical hash {newest};"
             " its records cannot be read (ArrowInvalid)",

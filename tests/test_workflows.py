@@ -149,6 +149,8 @@ def test_the_plan_installs_the_base_branchs_reconciler_and_plans_the_pull_reques
         'reconcile -C pr plan --detailed-exitcode --prune --base "origin/$BASE_REF" \\',
         "reconcile -C pr show ../plan/plan.json --format markdown --out ../plan/plan.md",
     ]
+    # from stdout, not --out, which saves no plan with errors: the comment shows those too
+    assert "--format json > plan/plan.json 2> plan/errors.txt" in scripts["plan/plan"]
 
 
 def test_a_plan_stopped_before_it_plans_leaves_its_error_for_the_comment(tmp_path: Path) -> None:

@@ -35,6 +35,22 @@ FormatOption = Annotated[
         "after an apply its result: reconciler/schemas/run-result.json).",
     ),
 ]
+PlanFormatOption = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        help="text; markdown (a pull-request comment); json (reconciler/schemas/plan.json,"
+        " which apply and show take back).",
+    ),
+]
+ShowFormatOption = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        help="text; markdown (a pull-request comment); json (the plan again, as plan"
+        " --format json writes it).",
+    ),
+]
 OutOption = Annotated[Path | None, typer.Option("--out", help="Write the plan to this file.")]
 DetailedExitcodeOption = Annotated[
     bool,
@@ -82,6 +98,11 @@ SelectOption = Annotated[
         "+NAME+; several (space- or comma-separated, or repeated) select their union.",
     ),
 ]
+
+
+class VerifyFormat(enum.StrEnum):
+    TEXT = "text"
+    JSON = "json"
 
 
 class LogFormat(enum.StrEnum):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -188,6 +189,8 @@ def request_of(options: RunOptions) -> PlanRequest:
 def run(session: Session, options: RunOptions) -> None:
     """Show the plan; exit 1 on errors, 2 on changes with ``--detailed-exitcode``."""
     shown = make(session, request_of(options), options.select).shown
+    if options.out is not None and shown.has_errors:
+        raise _not_saved(shown, options.out)
     to_terminal = options.out is None
     emit(
         render(shown, options.output_format, to_terminal, session.quiet and to_terminal),
@@ -196,18 +199,46 @@ def run(session: Session, options: RunOptions) -> None:
     if options.out is not None and not session.quiet:
         # As ``terraform plan -out`` does: the log of the job that wrote the file says
         # what is in it, and what to do with it.
-        sys.stdout.write(f"{summary_sentence(shown)}\n{_saved(options.out, options)}\n")
+        sys.stdout.write(
+            f"{summary_sentence(shown)}\n{_saved(session, options.out, options.output_format)}\n"
+        )
     raise typer.Exit(shown.exit_code(options.detailed_exitcode))
 
 
-def _saved(out: Path, options: RunOptions) -> str:
-    out = tidied(out)
-    if options.output_format is OutputFormat.JSON:
-        return (
-            f"Saved the plan to {out}: `reconcile show {out}` shows it, and"
-            f" `reconcile apply {out}` applies it unless it is stale."
-        )
-    return f"Wrote the plan to {out}."
+def _not_saved(shown: Plan, out: Path) -> typer.Exit:
+    """As ``terraform plan -out`` does, a plan with errors is saved nowhere, and a file
+    of that name from before is left as it was. Its errors and summary line, which the
+    file would have held, go to stderr with the error line (a CI job that quotes stderr
+    shows them), and the exit is 1."""
+    color = sys.stderr.isatty() and "NO_COLOR" not in os.environ
+    sys.stderr.write(render_text(shown, color=color, quiet=True))
+    before = f" ({tidied(out)} from before is left as it was)" if out.exists() else ""
+    return fail(f"error: no plan was saved to {tidied(out)}: it has errors{before}")
+
+
+def _saved(session: Session, given: Path, output_format: OutputFormat) -> str:
+    """Where the plan went and, for a saved plan, the commands that take it: each as typed
+    from the current directory, so a plan made with ``-C pr`` is applied with ``-C pr``."""
+    out = tidied(given)
+    if output_format is not OutputFormat.JSON:
+        return f"Wrote the plan to {out}."
+    return (
+        f"Saved the plan to {out}: `reconcile show {shlex.quote(str(out))}` shows it, and"
+        f" `{_apply_command(session, given)}` applies it unless it is stale."
+    )
+
+
+def _apply_command(session: Session, out: Path) -> str:
+    """``reconcile apply plan.json``; after ``-C pr``, ``reconcile -C pr apply
+    ../plan/plan.json``: apply needs the repository, and takes a relative path from
+    ``-C``'s directory (``show`` needs neither: its path is the current directory's)."""
+    if session.directory == Path("."):
+        return f"reconcile apply {shlex.quote(str(tidied(out)))}"
+    if out.is_absolute():
+        taken = os.path.normpath(out)
+    else:
+        taken = os.path.relpath(os.path.abspath(out), os.path.abspath(session.directory))
+    return f"reconcile -C {shlex.quote(str(session.directory))} apply {shlex.quote(taken)}"
 
 
 def tidied(path: Path) -> Path:

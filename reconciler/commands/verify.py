@@ -30,7 +30,7 @@ from .common import (
     selection,
     usage_error,
 )
-from .options import OutputFormat
+from .options import VerifyFormat
 from .results import RunResult, verified
 
 if TYPE_CHECKING:
@@ -42,20 +42,18 @@ def run(
     names: list[str] | None,
     select: list[str] | None,
     integrity: bool,
-    output_format: OutputFormat,
+    output_format: VerifyFormat,
     base: str | None = None,
     no_download: bool = False,
 ) -> None:
     """One line per dataset (``-q``: only invalid ones), then the summary line."""
-    if output_format is OutputFormat.MARKDOWN:
-        raise usage_error("--format markdown is for plans; verify writes text or json")
     if base is not None and not integrity:
         raise usage_error("--base checks what changed since a ref: it needs --integrity")
     if no_download and not integrity:
         raise usage_error("--no-download lightens the --integrity check; a replay reads the data")
     if no_download and base is not None:
         raise usage_error("--no-download lightens the full check; --base reads only changes")
-    as_json = output_format is OutputFormat.JSON
+    as_json = output_format is VerifyFormat.JSON
     session.check_cache()
     repo = session.odf
     chosen = names or repo.names()
@@ -221,7 +219,8 @@ def _report_unnamed(
             f"data store {repo.store.shown}: {count(len(unnamed), 'object')} "
             f"({sum(unnamed.values()):,} bytes) that no chain names, never read: left by a "
             "run killed after storing them, a run whose push lost a race to another's, or "
-            "a deleted or recreated dataset (`reconcile gc` lists them)",
+            "a deleted or recreated dataset (`reconcile gc` lists those no ref of the"
+            " repository names either, and says which only a ref keeps)",
             err=as_json,
         )
 
@@ -252,10 +251,10 @@ def _finish(
 
 
 def _describe(verdict: Verdict) -> str:
-    """``name: valid (9 block(s), 1 transform(s) replayed)`` and the problems below it."""
+    """``name: valid (9 blocks, 1 transform replayed)`` and the problems below it."""
     if verdict.valid:
-        replayed = f", {verdict.replayed} transform(s) replayed" if verdict.replayed else ""
-        head = f"{verdict.dataset}: valid ({verdict.blocks} block(s){replayed})"
+        replayed = f", {count(verdict.replayed, 'transform')} replayed" if verdict.replayed else ""
+        head = f"{verdict.dataset}: valid ({count(verdict.blocks, 'block')}{replayed})"
     else:
         head = f"{verdict.dataset}: invalid"
     problems = [f"  {'' if p.fatal else 'warning: '}{p}" for p in verdict.problems]

@@ -83,15 +83,6 @@ _LEGEND = {  # what each node style means, with the emoji square nearest its col
     "affected": "🟧 downstream, reached by a schema or breaking change",
     "downstream": "⬜ downstream, not affected",
 }
-_SUMMARY_ORDER = (
-    Action.DELETE,
-    Action.RECREATE,
-    Action.UPDATE,
-    Action.CREATE,
-    Action.ORPHANED,
-    Action.UNCHANGED,
-)
-"""Riskiest first, so the counts a reviewer must act on come before the reassuring ones."""
 _NAMED_BREAKING = 3  # breaking datasets named in the summary line before "and N more"
 
 
@@ -221,7 +212,7 @@ def _left_out(count: int, what: str, more: bool) -> str:
 
 
 def _summary(plan: Plan) -> str:
-    """``**2 errors** · **1 breaking change** (`a`) · 3 to update · 40 unchanged``.
+    """``**2 errors** · **1 breaking change** (`a`) · 1 to create · 3 to update``.
 
     Errors and breaking changes come first, in bold, and the breaking datasets are named:
     they are what a reviewer must act on. "no errors" is said rather than implied.
@@ -236,7 +227,9 @@ def _summary(plan: Plan) -> str:
     if warnings := warning_count(plan):
         parts.append(counted(warnings, "warning"))
     counts = plan.counts()
-    parts += [action_phrase(a, counts[a.value]) for a in _SUMMARY_ORDER if counts[a.value]]
+    # in the text plan's order (``summary_sentence``): what must be acted on is already
+    # first, in bold; the counts read the same in the comment as in the job's log
+    parts += [action_phrase(a, counts[a.value]) for a in Action if counts[a.value]]
     if renamed := sum(1 for d in plan.datasets if d.renamed_from is not None):
         parts.append(f"{renamed} renamed")
     not_planned = not_planned_phrases(plan)
