@@ -128,18 +128,48 @@ def determinism_verdicts(repo: GitOpsRepo) -> tuple[list[Verdict], bool]:
 def test_a_non_deterministic_transform_is_a_plan_error_by_default(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    repo = repo_with(tmp_path, "SELECT event_time, a, rand() AS r\nFROM `org.example.source`")
+    """At the manifest's line of the call, as a query's own errors are: it was placed at
+    ``kind: Sql``, the query's line given only in the text."""
+    repo = repo_with(tmp_path, "SELECT event_time, a,\n  rand() AS r\nFROM `org.example.source`")
     verdicts, has_errors = determinism_verdicts(repo)
+    manifest_file = tmp_path / "datasets" / f"{DERIVED}.yaml"
     assert verdicts == [
         Verdict(
             policy="deterministic-queries",
             severity=Severity.ERROR,
-            message=f"non-deterministic rand() in `query` (line 1): {DEFAULT_DETERMINISM.message}",
+            message=f"non-deterministic rand() in `query` (line 2): {DEFAULT_DETERMINISM.message}",
             dataset=DERIVED,
-            location=Location(str(tmp_path / "datasets" / f"{DERIVED}.yaml"), 10, 9),
+            location=Location(str(manifest_file), 14),
         )
     ]
+    assert manifest_file.read_text().splitlines()[13].strip() == "rand() AS r"
     assert has_errors
+
+
+def test_a_non_deterministic_step_of_queries_is_placed_at_its_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    events = derivative_events([ROOT], "x").replace(
+        "        query: |\n          x\n",
+        "        queries:\n"
+        "          - alias: picked\n"
+        "            query: |\n"
+        "              SELECT event_time, a\n"
+        "              FROM `org.example.source` TABLESAMPLE (50 PERCENT)\n"
+        "          - query: SELECT * FROM picked\n",
+    )
+    repo = GitOpsRepo.create(tmp_path)
+    repo.write(ROOT, manifest(ROOT, "Root", root_events()))
+    repo.write(DERIVED, manifest(DERIVED, "Derivative", events))
+    verdicts, _ = determinism_verdicts(repo)
+    manifest_file = tmp_path / "datasets" / f"{DERIVED}.yaml"
+    assert [(v.message.partition(":")[0], v.location) for v in verdicts] == [
+        (
+            "non-deterministic TABLESAMPLE in step `picked` (line 2)",
+            Location(str(manifest_file), 16),
+        )
+    ]
+    assert "TABLESAMPLE" in manifest_file.read_text().splitlines()[15]
 
 
 def test_a_policy_may_lower_the_rule_to_a_warning(spark: SparkSession, tmp_path: Path) -> None:

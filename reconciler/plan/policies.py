@@ -134,6 +134,7 @@ class Finding:
 
     detail: str
     path: YamlPath | None = None
+    line: int | None = None  # in the text at ``path`` (a query), counted from 1
 
 
 class Check(Protocol):
@@ -236,12 +237,37 @@ class DeterministicQueries:
     def findings(self, manifest: ManifestFacts, dataset: DatasetPlan | None) -> Iterator[Finding]:
         if dataset is None or dataset.query is None:
             return
-        path = next(
-            (p for m, p in _walk_events(manifest.snapshot) if isinstance(m, models.TransformSql)),
-            None,
+        sql, path = next(
+            (
+                (m, p)
+                for m, p in _walk_events(manifest.snapshot)
+                if isinstance(m, models.TransformSql)
+            ),
+            (None, None),
         )
         for what in dataset.query.nondeterministic:
-            yield Finding(f"non-deterministic {what}", path)
+            found = _STEP_LINE.search(what)
+            if sql is None or path is None or found is None:
+                yield Finding(f"non-deterministic {what}", path)
+                continue
+            step = _step_path(sql, found.group("alias"))
+            yield Finding(f"non-deterministic {what}", (*path, *step), int(found.group("line")))
+
+
+_STEP_LINE = re.compile(r" in (?:`query`|step `(?P<alias>[^`]+)`) \(line (?P<line>[0-9]+)\)$")
+"""Where the engine's analysis found it (``engine.query_check._in_step``'s words)."""
+
+
+def _step_path(sql: models.TransformSql, alias: str | None) -> YamlPath:
+    """The path, under a ``TransformSql``, of the query of the step ``alias`` names (None:
+    the one written as ``query:``, else the last of ``queries:``)."""
+    queries = sql.queries or []
+    named = [i for i, q in enumerate(queries) if alias is not None and q.alias == alias]
+    if named:
+        return ("queries", named[0], "query")
+    if sql.query is not None or not queries:
+        return ("query",)
+    return ("queries", len(queries) - 1, "query")
 
 
 @dataclass(frozen=True)
@@ -379,7 +405,7 @@ def evaluate(
             severity=policy.severity,
             message=f"{finding.detail}: {policy.message}",
             dataset=manifest.snapshot.name,
-            location=field_location(manifest, finding.path),
+            location=field_location(manifest, finding.path, finding.line),
         )
         for policy in in_force
         for finding in policy.findings(manifest, dataset)
@@ -476,12 +502,20 @@ def _walk(value: object, path: YamlPath) -> Iterator[tuple[models.OdfModel, Yaml
             yield from _walk(item, (*path, i))
 
 
-def field_location(manifest: ManifestFacts, path: YamlPath | None) -> Location:
-    """The line of ``path`` in the manifest when it can be told, else the manifest's line."""
+def field_location(
+    manifest: ManifestFacts, path: YamlPath | None, line: int | None = None
+) -> Location:
+    """The line of ``path`` in the manifest when it can be told, else the manifest's
+    line; with ``line``, that line of the text at ``path`` (a block scalar's text starts
+    on the line after its ``|``)."""
     if path is None or manifest.node is None:
         return Location(str(manifest.file), manifest.line)
-    mark = _locate(manifest.node, path).start_mark
-    return Location(str(manifest.file), mark.line + 1, mark.column + 1)
+    node = _locate(manifest.node, path)
+    mark = node.start_mark
+    if line is None:
+        return Location(str(manifest.file), mark.line + 1, mark.column + 1)
+    block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+    return Location(str(manifest.file), mark.line + 1 + block + line - 1)
 
 
 def _locate(root: yaml.Node, path: YamlPath) -> yaml.Node:
