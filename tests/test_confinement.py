@@ -722,7 +722,7 @@ def test_an_apply_refuses_a_plan_with_errors_before_spark_analyses_its_queries(
         " nothing is applied; `reconcile plan` analyses them"
     ) in output
     assert (
-        "error: the plan has 1 error, so nothing was applied; the first: datasets/evil.yaml:8:"
+        "error: the plan has 1 error, so nothing was applied; the first: datasets/evil.yaml:8:38:"
         " org.example.evil: FilesGlob path 'odf/*/data/*' resolves into odf/"
     ) in output
     assert output.splitlines()[-1].startswith("nothing applied in "), output

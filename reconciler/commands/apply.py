@@ -154,7 +154,8 @@ def _refused(session: Session, made: _Made) -> loop.Attempt:
         if p.severity is Severity.ERROR
     ]
     errors += [
-        f"{v.dataset + ': ' if v.dataset else ''}{v.policy}: {v.message}"
+        f"{_where(session, v.location)}{v.dataset + ': ' if v.dataset else ''}{v.policy}:"
+        f" {v.message}"
         for v in plan.verdicts
         if v.severity is Severity.ERROR
     ]
@@ -169,8 +170,10 @@ def _refused(session: Session, made: _Made) -> loop.Attempt:
 def _where(session: Session, location: Location | None) -> str:
     if location is None:
         return ""
+    """``datasets/x.yaml:12:5: ``, as the plan places its problems."""
     line = f":{location.line}" if location.line else ""
-    return f"{shown_path(Path(location.file), session.config.root)}{line}: "
+    column = f":{location.column}" if location.line and location.column else ""
+    return f"{shown_path(Path(location.file), session.config.root)}{line}{column}: "
 
 
 def _plan_and_apply(
