@@ -8,12 +8,15 @@ file names it. ``reconcile sql`` commits nothing and so allows them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from gitops_repo import GitOpsRepo, derivative_events, manifest, root_events
+from typer.testing import CliRunner
 
+from reconciler.cli import app
 from reconciler.engine.query_check import check_query
 from reconciler.inspection.sql import run_sql
 from reconciler.odf.models import TransformSql
@@ -144,6 +147,21 @@ def test_a_non_deterministic_transform_is_a_plan_error_by_default(
     ]
     assert manifest_file.read_text().splitlines()[13].strip() == "rand() AS r"
     assert has_errors
+
+
+def test_a_refused_apply_names_the_policy_error_where_the_plan_places_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The scheduled job's summary quotes the run's error: a policy's lost its file and
+    line there (``the first: org.x: deterministic-queries: …``)."""
+    repo = repo_with(tmp_path, "SELECT event_time, a,\n  rand() AS r\nFROM `org.example.source`")
+    refused = CliRunner().invoke(app, ["-C", str(repo.root), "apply", "--format", "json"])
+    assert refused.exit_code == 1, refused.output
+    assert json.loads(refused.stdout)["error"] == (
+        "the plan has 1 error, so nothing was applied; the first:"
+        f" datasets/{DERIVED}.yaml:14: {DERIVED}: deterministic-queries: non-deterministic"
+        f" rand() in `query` (line 2): {DEFAULT_DETERMINISM.message}"
+    )
 
 
 def test_a_non_deterministic_step_of_queries_is_placed_at_its_line(
