@@ -224,6 +224,19 @@ _WROTE_BY_ACTION = {Action.CREATE: Status.CREATED, Action.RECREATE: Status.RECRE
 """The status of a dataset whose planned action wrote blocks; any other is ``updated``."""
 
 
+def _raised_by_a_stop(error: BaseException) -> bool:
+    """Whether ``error`` came while a stop at once (a KeyboardInterrupt) was on its way
+    out: the stop cut a call to Spark half way, and the clean-up after it (dropping a
+    view) found py4j's connection broken ("Answer from Java side is empty"). The dataset
+    was reported failed, where it was stopped; the stop goes on as a stop."""
+    seen: BaseException | None = error.__context__
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__context__
+    return False
+
+
 def _apply_dataset(
     repo: OdfRepository,
     ds: DatasetPlan,
@@ -270,6 +283,8 @@ def _apply_dataset(
         metadata_kept = 0 if ds.action in _NEW_CHAIN else metadata_blocks
         return Outcome(ds.name, Status.FAILED, metadata_kept, message=str(e))
     except Exception as e:  # one dataset's failure, whatever it is, must not stop the others
+        if _raised_by_a_stop(e):
+            raise KeyboardInterrupt from e
         if not pulling:
             raise  # an unexpected error while appending metadata stops the apply, as ever
         # A new chain keeps nothing, unless its pull kept the files before the failing one.
