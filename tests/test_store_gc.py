@@ -242,6 +242,9 @@ def test_a_ref_keeping_its_chains_in_another_folder_protects_their_objects(
     assert result.output.splitlines() == [
         f"data store {tmp_path / 'store'}: 3 objects named by the chains in the working tree"
         " or in the tip of every ref",
+        "of those, 3 objects no chain of the working tree names: only other refs keep them"
+        " (a merged branch not deleted, a replaced chain on a tag); delete such a ref (git"
+        " push origin --delete BRANCH) for gc to collect them",
         "nothing to delete",
     ]
     store = tmp_path / "store"
