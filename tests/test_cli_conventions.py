@@ -412,6 +412,7 @@ def test_apply_json_is_one_document_on_stdout_following_its_schema(copy: Path) -
         "ok": True,
         "exitCode": 0,
         "interrupted": False,
+        "discarded": None,
         "error": None,
         "datasets": [
             {"name": A, **updated, "records": 1, "offsets": [2, 2], **unmoved},

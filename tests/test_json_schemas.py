@@ -64,6 +64,7 @@ EXAMPLES: dict[str, list[Any]] = {
             "ok": True,
             "exitCode": 0,
             "interrupted": False,
+            "discarded": None,
             "error": None,
             "datasets": [],
             "summary": {

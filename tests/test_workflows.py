@@ -335,6 +335,7 @@ def test_the_run_summary_is_one_table_row_per_dataset(tmp_path: Path) -> None:
                     },
                 ],
                 "error": "push rejected: <b>x</b>\nsecond line",
+                "discarded": "attempt 1's commit (abc: reconcile: 1 dataset advanced) was given up",
             }
         )
     )
@@ -348,4 +349,5 @@ def test_the_run_summary_is_one_table_row_per_dataset(tmp_path: Path) -> None:
         " `row '@octocat <img src=x> [x](https://e.example) **b** 'c''` |\n"
         "\n"
         "**Stopped:** `push rejected: <b>x</b>`\n"
+        "**Given up:** `attempt 1's commit (abc: reconcile: 1 dataset advanced) was given up`\n"
     )

@@ -296,6 +296,8 @@ def _finish(
     if result.error is not None:
         prefix = "" if result.interrupted else "error: "
         typer.echo(prefix + result.error, err=True)
+    if result.discarded is not None:  # the summary below is the last attempt's alone
+        typer.echo(result.discarded, err=True)
     typer.echo(line, err=as_json)
     if as_json:
         sys.stdout.write(result.render(code, line, seconds))

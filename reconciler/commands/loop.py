@@ -95,10 +95,12 @@ def converge(
     attempts = retries + 1
     rng = random.Random()
     carried = False
+    dropped: str | None = None  # an earlier attempt's commit, given up for the remote's
     for number in range(1, attempts + 1):
         if not carried:
             base = tree.head()
             attempt = reconcile()
+            attempt.result.discarded = dropped
             written = False
             try:
                 with held_signals("this run's commit is written") as kept:
@@ -171,6 +173,13 @@ def converge(
             if carried:
                 base = tip
             else:
+                if sha is not None:
+                    subject = tree.repo.git.log("-1", "--format=%s")
+                    dropped = (
+                        f"attempt {number}'s commit ({sha[:12]}: {subject})"
+                        " was given up: the remote's new commits had advanced the same chains,"
+                        " and the run started again from them"
+                    )
                 push.move_to(tree, tip)
         except (push.PushError, RefusedError) as e:
             attempt.result.error = str(e)

@@ -62,6 +62,7 @@ class RunResult:
     datasets: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     interrupted: bool = False
+    discarded: str | None = None  # work an earlier attempt did and gave up (``loop``)
 
     def render(self, exit_code: int, line: str, seconds: float) -> str:
         """The document as one line of JSON (with its newline)."""
@@ -73,6 +74,7 @@ class RunResult:
             "exitCode": exit_code,
             "interrupted": self.interrupted,
             "error": self.error,
+            "discarded": self.discarded,
             "datasets": self.datasets,
             "summary": {
                 "datasets": len(self.datasets),
