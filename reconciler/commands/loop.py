@@ -112,7 +112,7 @@ def converge(
                 if not written:  # the work stays, for the next run to commit (as below)
                     leave_record(session.odf.root)
                     raise
-                return _stopped_before_push(attempt)
+                return _stopped_before_push(attempt, upstream is not None)
             except CommitError as e:
                 # The work stays, valid and uncommitted; the lock's record stays with it,
                 # so the next run commits it as it would a killed run's.
@@ -186,7 +186,7 @@ def converge(
             attempt.code = EXIT_INTERRUPTED if stopped else EXIT_FAILED
             return attempt
         except KeyboardInterrupt:
-            return _stopped_before_push(attempt)
+            return _stopped_before_push(attempt, True)
         if carried:
             continue
         try:
@@ -202,12 +202,14 @@ def converge(
     return attempt
 
 
-def _stopped_before_push(attempt: Attempt) -> Attempt:
+def _stopped_before_push(attempt: Attempt, pushing: bool) -> Attempt:
     """The attempt, as a stop at once (a second Ctrl-C) left it after its commit: with
     its result, so the summary and the JSON document say what was done and what not."""
     attempt.result.error = (
         "interrupted: stopped at once before the push ended, so it may not have landed;"
         " the next --commit --push run in this checkout pushes what is committed"
+        if pushing
+        else "interrupted: stopped at once, after its commit"
     )
     attempt.result.interrupted = True
     attempt.code = EXIT_INTERRUPTED
