@@ -479,15 +479,19 @@ def test_the_scaffolds_plan_step_run_as_github_runs_it_leaves_the_plan_for_the_u
     # A pull request whose chains do not verify stops before the plan: the upload still
     # finds the pull request's number, so the comment workflow can fail its status.
     assert sorted(p.name for p in (workspace / "plan").iterdir()) == ["pr-number"]
-    result = subprocess.run(
-        ["bash", "-e", "-c", scripts["plan/plan"]],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+
+    def plan_step() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-e", "-c", scripts["plan/plan"]],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+    result = plan_step()
     assert (result.returncode, result.stderr) == (0, "")
     plan = workspace / "plan"
     assert sorted(p.name for p in plan.iterdir()) == [
@@ -507,15 +511,7 @@ def test_the_scaffolds_plan_step_run_as_github_runs_it_leaves_the_plan_for_the_u
         (plan / made).unlink()
     bad = manifest("org.example.shop.bad", "Root", "- kind: SetInfo\n  colour: red")
     (workspace / "pr" / "datasets" / "org.example.shop.bad.yaml").write_text(bad)
-    failed = subprocess.run(
-        ["bash", "-e", "-c", scripts["plan/plan"]],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    failed = plan_step()
     assert (failed.returncode, failed.stderr) == (1, "")
     assert (plan / "exit-code").read_text() == "1\n"
     assert "unknown field 'colour'" in (plan / "plan.md").read_text()
