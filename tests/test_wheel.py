@@ -204,6 +204,7 @@ def test_the_installed_cli_plans_and_applies_a_repository_that_holds_no_reconcil
         "ok": True,
         "exitCode": 0,
         "interrupted": False,
+        "discarded": None,
         "error": None,
         "datasets": [
             {
