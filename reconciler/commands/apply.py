@@ -168,9 +168,9 @@ def _refused(session: Session, made: _Made) -> loop.Attempt:
 
 
 def _where(session: Session, location: Location | None) -> str:
+    """``datasets/x.yaml:12:5: ``, as the plan places its problems."""
     if location is None:
         return ""
-    """``datasets/x.yaml:12:5: ``, as the plan places its problems."""
     line = f":{location.line}" if location.line else ""
     column = f":{location.column}" if location.line and location.column else ""
     return f"{shown_path(Path(location.file), session.config.root)}{line}{column}: "

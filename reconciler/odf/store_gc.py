@@ -98,7 +98,8 @@ def judge(
     for stored in objects:
         if not stored.temporary and stored.path in named:
             kept += 1
-            elsewhere += here is not None and stored.path not in here
+            if here is not None and stored.path not in here:
+                elsewhere += 1
         elif not stored.temporary and not _hash_named(stored.path):
             foreign.append(stored)
         elif now - stored.modified >= min_age:

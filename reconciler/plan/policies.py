@@ -250,7 +250,7 @@ class DeterministicQueries:
             if sql is None or path is None or found is None:
                 yield Finding(f"non-deterministic {what}", path)
                 continue
-            step = _step_path(sql, found.group("alias"))
+            step = step_query_path(sql, found.group("alias"))
             yield Finding(f"non-deterministic {what}", (*path, *step), int(found.group("line")))
 
 
@@ -258,9 +258,9 @@ _STEP_LINE = re.compile(r" in (?:`query`|step `(?P<alias>[^`]+)`) \(line (?P<lin
 """Where the engine's analysis found it (``engine.query_check._in_step``'s words)."""
 
 
-def _step_path(sql: models.TransformSql, alias: str | None) -> YamlPath:
-    """The path, under a ``TransformSql``, of the query of the step ``alias`` names (None:
-    the one written as ``query:``, else the last of ``queries:``)."""
+def step_query_path(sql: models.TransformSql, alias: str | None) -> YamlPath:
+    """The path, under a ``TransformSql``, of the query of the step ``alias`` names (any
+    other: the one written as ``query:``, else the last of ``queries:``, the output)."""
     queries = sql.queries or []
     named = [i for i, q in enumerate(queries) if alias is not None and q.alias == alias]
     if named:
@@ -514,8 +514,10 @@ def field_location(
     mark = node.start_mark
     if line is None:
         return Location(str(manifest.file), mark.line + 1, mark.column + 1)
-    block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
-    return Location(str(manifest.file), mark.line + 1 + block + line - 1)
+    first = mark.line + 1
+    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
+        first += 1  # the text of ``query: |`` starts on the line after the ``|``
+    return Location(str(manifest.file), first + line - 1)
 
 
 def _locate(root: yaml.Node, path: YamlPath) -> yaml.Node:

@@ -14,13 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-import yaml
-
 from ..odf import models
 from .desired import DesiredDataset
 from .model import DatasetPlan, Location, Problem, QueryCheck
-
-YamlPath = tuple[str | int, ...]
+from .policies import YamlPath, field_location, step_query_path
 
 
 @dataclass(frozen=True)
@@ -84,40 +81,14 @@ def _query_path(
     ``queries`` (by alias; the output step is the last entry)."""
     base: YamlPath = ("content", "metadata", checked.index, checked.facet)
     transform = getattr(snapshot.metadata[checked.index], checked.facet, None)
-    if not isinstance(transform, models.TransformSql) or not transform.queries:
+    if not isinstance(transform, models.TransformSql):
         return (*base, "query")
-    queries = transform.queries
-    aliased = [i for i, q in enumerate(queries) if step is not None and q.alias == step]
-    if aliased:
-        return (*base, "queries", aliased[0], "query")
-    if transform.query is None:
-        return (*base, "queries", len(queries) - 1, "query")
-    return (*base, "query")
+    return (*base, *step_query_path(transform, step))
 
 
 def _location(ds: DesiredDataset, path: YamlPath, line: int | None) -> Location:
     """The manifest line of the error: the query's first line plus the error's line in it."""
-    file = str(ds.loaded.file)
-    node = _node(ds.loaded.node, path)
-    if node is None:
-        return Location(file, ds.loaded.line)
-    first = node.start_mark.line + 1
-    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
-        first += 1  # a block scalar's text starts on the line after its indicator
-    return Location(file, first + (line - 1 if line is not None else 0))
-
-
-def _node(root: yaml.Node | None, path: YamlPath) -> yaml.Node | None:
-    """The node at ``path``, or None when the tree is not kept or lacks it."""
-    node = root
-    for part in path:
-        if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            node = node.value[part] if part < len(node.value) else None
-        elif isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if k.value == part), None)
-        else:
-            return None
-    return node
+    return field_location(ds.loaded, path, line or 1)
 
 
 def _field_text(path: YamlPath) -> str:
