@@ -36,8 +36,9 @@ _PENDING = ".pending-"
 """The prefix of a temporary: an upload (folder store) or a download not yet renamed."""
 _SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 PROBE = f"{_PENDING}write-check"
+"""The temporary ``check`` writes, reads the size of and removes, beside the store's
+folders."""
 _PROBE_BYTES = b"odf-reconciler: a run may write here\n"
-"""The empty temporary ``check`` writes and removes, beside the store's folders."""
 _CREDENTIALS = "credentials come from the environment or the AWS configuration"
 
 

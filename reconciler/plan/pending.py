@@ -292,23 +292,18 @@ def inputs_pending(
     input that has (files to ingest, slices to consume: known work, not a source that
     only *may* have data), marked as having data waiting too, however far upstream it
     is. The plan said "2 with pending data" and the apply after it "3 updated": a
-    derivative advances on what its inputs ingest in the same run."""
+    derivative advances on what its inputs ingest in the same run. ``datasets`` is in
+    dependency order, so an input is marked before its readers are looked at."""
     marked = dict(plans)
-    changed = True
-    while changed:  # a pass per level of the graph; derivatives are few
-        changed = False
-        for name, ds in datasets.items():
-            plan = marked.get(name)
-            if plan is None or plan.data_waiting or not ds.inputs:
-                continue
-            waiting = [i for i in ds.inputs if i in marked and marked[i].data_waiting]
-            if waiting:
-                has = "has" if len(waiting) == 1 else "have"
-                detail = f"{', '.join(waiting)} {has} data waiting, which this run brings in first"
-                marked[name] = replace(
-                    plan, pending=(*plan.pending, Pending("inputs-pending", detail))
-                )
-                changed = True
+    for name, ds in datasets.items():
+        plan = marked.get(name)
+        if plan is None or plan.data_waiting or not ds.inputs:
+            continue
+        waiting = [i for i in ds.inputs if i in marked and marked[i].data_waiting]
+        if waiting:
+            has = "has" if len(waiting) == 1 else "have"
+            detail = f"{', '.join(waiting)} {has} data waiting, which this run brings in first"
+            marked[name] = replace(plan, pending=(*plan.pending, Pending("inputs-pending", detail)))
     return marked
 
 
